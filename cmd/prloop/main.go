@@ -1,0 +1,64 @@
+// Command prloop is the all-in-one prloop binary: every service in one
+// process with an embedded NATS server, and the operator's commands.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+const usage = `prloop closes the loop after a coding agent opens a pull request: it waits
+for review, hands change requests back to the agent, checks the fix was
+pushed, merges what is approved and calls a human when the loop is stuck.
+
+Usage:
+  prloop run          run all four services in one process (embedded NATS
+                      in $PRLOOP_DATA_DIR unless $PRLOOP_NATS_URL is set)
+  prloop emit-test    publish one test CloudEvent to a running prloop
+  prloop version      print the version
+
+Run 'prloop <command> -h' for a command's flags. Configuration comes from
+PRLOOP_* environment variables; 'prloop run -h' lists them.
+`
+
+func main() {
+	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "prloop:", err)
+		os.Exit(1)
+	}
+}
+
+// errUsage marks an error caused by how prloop was called.
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: no command given; try 'prloop run'", errUsage)
+	}
+	switch args[0] {
+	case "run":
+		return runAll(ctx, args[1:], stderr)
+	case "emit-test":
+		return emitTest(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "prloop", version)
+		return nil
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	}
+}

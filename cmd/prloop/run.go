@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/config"
+	"github.com/prloop/prloop/services/escalator"
+	"github.com/prloop/prloop/services/feedback"
+	"github.com/prloop/prloop/services/merger"
+	"github.com/prloop/prloop/services/poller"
+)
+
+// allConfig is the all-in-one configuration: every service's settings, read
+// from the same PRLOOP_* variables.
+type allConfig struct {
+	Poller    poller.Config    `ignored:"true"`
+	Feedback  feedback.Config  `ignored:"true"`
+	Merger    merger.Config    `ignored:"true"`
+	Escalator escalator.Config `ignored:"true"`
+}
+
+// Shared returns the settings all services share.
+func (c *allConfig) Shared() config.Common { return c.Poller.Common }
+
+// Validate loads and validates each service's configuration. envconfig
+// cannot fill four structs that share variable names in one pass, so each
+// is processed on its own.
+func (c *allConfig) Validate() error {
+	for _, cfg := range []config.Validator{&c.Poller, &c.Feedback, &c.Merger, &c.Escalator} {
+		if err := config.Load(cfg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func runAll(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("prloop run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "Usage: prloop run\n\nRuns the poller, feedback, merger and escalator services in one process.\n\nEnvironment:\n")
+		fmt.Fprint(stderr, config.Usage(&poller.Config{}, &feedback.Config{}, &merger.Config{}, &escalator.Config{}))
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("%w: prloop run takes no arguments, got %q", errUsage, fs.Args())
+	}
+	cfg := &allConfig{}
+	return app.Run(ctx, "prloop", cfg, stderr, func(rt *app.Runtime) ([]app.Service, error) {
+		return []app.Service{
+			poller.New(rt, cfg.Poller),
+			feedback.New(rt, cfg.Feedback),
+			merger.New(rt, cfg.Merger),
+			escalator.New(rt, cfg.Escalator),
+		}, nil
+	})
+}

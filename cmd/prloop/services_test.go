@@ -1,0 +1,149 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/natsx/natstest"
+	"github.com/prloop/prloop/pkg/proctest"
+	"github.com/prloop/prloop/services/escalator"
+	"github.com/prloop/prloop/services/feedback"
+	"github.com/prloop/prloop/services/merger"
+	"github.com/prloop/prloop/services/poller"
+)
+
+// sampleOf returns a payload of type t about pr.
+func sampleOf(t events.Type, pr ghref.PR) events.Data {
+	b := events.Base{PR: pr, HeadSHA: "abc"}
+	switch t {
+	case events.TypeWatchRequested:
+		return &events.WatchRequested{Base: b}
+	case events.TypeFeedbackReceived:
+		return &events.FeedbackReceived{Base: b, Status: events.StatusChangesRequested}
+	case events.TypeReviewApproved:
+		return &events.ReviewApproved{Base: b, Status: events.StatusApproved}
+	case events.TypeReviewTimeout:
+		return &events.ReviewTimeout{Base: b, Reason: events.ReasonReviewTimeout}
+	case events.TypeEscalationRequested:
+		return &events.EscalationRequested{Base: b, Reason: events.ReasonFeedbackFailed, Severity: events.SeverityBlocking}
+	case events.TypeFeedbackAddressed:
+		return &events.FeedbackAddressed{Base: b, FixCycle: 1}
+	case events.TypeEscalated:
+		return &events.Escalated{Base: b, Reason: events.ReasonFeedbackFailed}
+	case events.TypeMerged:
+		return &events.Merged{Base: b, MergeSHA: "m"}
+	}
+	panic("no sample for " + string(t))
+}
+
+// TestServiceBinaries_ShutDownOnSIGTERM runs each service binary as its own
+// process against a separate NATS server, lets it consume, and checks that
+// SIGTERM stops it within 5 s, exit code 0, with its consumer drained.
+func TestServiceBinaries_ShutDownOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	services := []struct {
+		name  string
+		types []events.Type
+	}{
+		{name: poller.Name, types: poller.Types},
+		{name: feedback.Name, types: feedback.Types},
+		{name: merger.Name, types: merger.Types},
+		{name: escalator.Name, types: escalator.Types},
+	}
+	for _, svc := range services {
+		t.Run(svc.name, func(t *testing.T) {
+			t.Parallel()
+			bin := proctest.Build(t, "./services/"+svc.name+"/cmd/"+svc.name)
+			conn := natstest.Start(t)
+			ctx := t.Context()
+
+			em := events.NewEmitter(conn.JS, "test")
+			for i, typ := range svc.types {
+				_, _, err := em.Emit(ctx, sampleOf(typ, ghref.PR{Owner: "acme", Repo: "widgets", Number: i + 1}), "1")
+				require.NoError(t, err)
+			}
+
+			p := proctest.Start(t, bin, []string{
+				"PRLOOP_NATS_URL=" + conn.URL, "PRLOOP_LOG_FORMAT=json", "PRLOOP_HTTP_ADDR=127.0.0.1:0",
+			})
+			cons := natstest.Consumer(t, conn.JS, svc.name)
+			require.Eventually(t, func() bool {
+				info, err := cons.Info(ctx)
+				return err == nil && info.Delivered.Consumer >= uint64(len(svc.types)) && info.NumAckPending == 0 && info.NumPending == 0
+			}, 20*time.Second, 20*time.Millisecond, "service consumes and acks what was published")
+			require.Eventually(t, func() bool { return strings.Contains(p.Stderr.String(), `"msg":"ready"`) }, 10*time.Second, 10*time.Millisecond)
+
+			start := time.Now()
+			require.NoError(t, p.Signal(syscall.SIGTERM))
+			exited, err := p.Wait(5 * time.Second)
+			require.True(t, exited, "still running 5s after SIGTERM")
+			require.NoError(t, err, "exit status after SIGTERM")
+			t.Logf("%s stopped %s after SIGTERM", svc.name, time.Since(start).Round(time.Millisecond))
+
+			info, err := cons.Info(ctx)
+			require.NoError(t, err)
+			assert.Zero(t, info.NumAckPending, "nothing left unacknowledged")
+			assert.Equal(t, info.Delivered.Consumer, info.AckFloor.Consumer, "every delivery acked")
+			assert.Contains(t, p.Stderr.String(), `"msg":"stopped"`)
+		})
+	}
+}
+
+// TestPrloopRun_EmbeddedNATSAndEmitTest runs the all-in-one binary with its
+// embedded NATS, publishes a test event with 'prloop emit-test' as a user
+// would, and sees it as a structured CloudEvent on pr.>.
+func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, "./cmd/prloop")
+	p := proctest.Start(t, bin, []string{
+		"PRLOOP_DATA_DIR=" + t.TempDir(), "PRLOOP_NATS_PORT=-1", "PRLOOP_LOG_FORMAT=json",
+		"PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_NATS_URL=",
+	}, "run")
+	urlRE := regexp.MustCompile(`"msg":"embedded nats ready".*?"url":"(nats://[^"]+)"`)
+	var url string
+	require.Eventually(t, func() bool {
+		m := urlRE.FindStringSubmatch(p.Stderr.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil && strings.Contains(p.Stderr.String(), `"msg":"ready"`)
+	}, 20*time.Second, 10*time.Millisecond)
+	for _, name := range []string{poller.Name, feedback.Name, merger.Name, escalator.Name} {
+		assert.Regexp(t, `"msg":"consumer ready"[^\n]*"consumer":"`+name+`"`, p.Stderr.String())
+	}
+
+	// Watch pr.> with a plain NATS subscription, as `nats sub 'pr.>'` would.
+	watcher := natstest.Dial(t, url)
+	sub, err := watcher.SubscribeSync("pr.>")
+	require.NoError(t, err)
+	require.NoError(t, watcher.Flush())
+
+	emit := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url}, "emit-test", "-pr", "Acme/socket.io#7")
+	exited, err := emit.Wait(20 * time.Second)
+	require.True(t, exited)
+	require.NoError(t, err, emit.Stderr.String())
+	assert.Contains(t, emit.Stdout.String(), "published PRReviewPending")
+
+	msg, err := sub.NextMsg(10 * time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, "pr.acme.socket=2eio.7.PRReviewPending", msg.Subject)
+	assert.Equal(t, events.ContentType, msg.Header.Get("Content-Type"))
+	e, d, err := events.Decode(msg.Data)
+	require.NoError(t, err)
+	assert.Equal(t, "/prloop/cli", e.Source())
+	assert.Equal(t, msg.Header.Get("Nats-Msg-Id"), e.ID())
+	assert.Equal(t, "Acme/socket.io#7", d.Ref().String())
+
+	require.NoError(t, p.Signal(syscall.SIGINT))
+	exited, err = p.Wait(10 * time.Second)
+	require.True(t, exited, "prloop run still running 10s after Ctrl-C")
+	require.NoError(t, err)
+}

@@ -1,0 +1,288 @@
+// Package app runs prloop services: it owns the process lifecycle that every
+// service binary and the all-in-one binary share. Load and validate config,
+// connect to NATS (or embed it), ensure the streams and the state bucket,
+// serve health endpoints, run the services until SIGINT or SIGTERM, then shut
+// down within a bounded grace period: stop consumers, wait for in-flight
+// work, drain NATS.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prloop/prloop/pkg/config"
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/logging"
+	"github.com/prloop/prloop/pkg/natsx"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+// Service is a long-running part of prloop. Run blocks until ctx is done or
+// the service fails, and returns only after its in-flight work has finished
+// or been abandoned for redelivery.
+type Service interface {
+	Run(ctx context.Context) error
+}
+
+// Config is a service configuration: validatable, with the shared settings.
+type Config interface {
+	config.Validator
+	Shared() config.Common
+}
+
+// Runtime holds what services are built from.
+type Runtime struct {
+	Name   string
+	Log    *slog.Logger
+	Conn   *natsx.Conn
+	JS     jetstream.JetStream
+	Store  *state.Store
+	Common config.Common
+
+	mu     sync.Mutex
+	checks []check
+	mux    *http.ServeMux
+}
+
+type check struct {
+	name string
+	fn   func(ctx context.Context) error
+}
+
+// AddReadyCheck adds a readiness check served by /readyz.
+func (rt *Runtime) AddReadyCheck(name string, fn func(ctx context.Context) error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.checks = append(rt.checks, check{name: name, fn: fn})
+}
+
+// Handle registers an HTTP handler on the service's HTTP server.
+func (rt *Runtime) Handle(pattern string, h http.Handler) { rt.mux.Handle(pattern, h) }
+
+// ConsumerReady is a readiness check that the durable consumer exists.
+func (rt *Runtime) ConsumerReady(durable string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := rt.JS.Consumer(ctx, events.StreamName, durable)
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w", durable, err)
+		}
+		return nil
+	}
+}
+
+// BuildFunc builds the services to run from the runtime.
+type BuildFunc func(rt *Runtime) ([]Service, error)
+
+// Main is a service binary's main: it runs Run with the process's signals
+// and exits non-zero with the error on stderr when Run fails.
+func Main(name string, cfg Config, build BuildFunc) {
+	if err := Run(context.Background(), name, cfg, os.Stderr, build); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		os.Exit(1)
+	}
+}
+
+// Run loads cfg from the environment, starts the runtime and the services
+// build returns, and runs them until ctx is done, SIGINT or SIGTERM arrives,
+// or a service fails. It returns nil after a graceful shutdown.
+func Run(ctx context.Context, name string, cfg Config, logOut io.Writer, build BuildFunc) error {
+	if err := config.Load(cfg); err != nil {
+		return err
+	}
+	common := cfg.Shared()
+	log := logging.New(logOut, common.LogLevel, common.LogFormat).With("service", name)
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	rt, err := Start(ctx, name, common, log)
+	if err != nil {
+		return err
+	}
+	services, err := build(rt)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		return fmt.Errorf("start %s: %w", name, err)
+	}
+	return rt.Serve(ctx, services...)
+}
+
+// Start connects to NATS and ensures the streams and the state bucket.
+func Start(ctx context.Context, name string, common config.Common, log *slog.Logger) (*Runtime, error) {
+	conn, err := natsx.Connect(ctx, natsx.Options{
+		URL: common.NATSURL, CredsFile: common.NATSCredsFile, DataDir: common.DataDir,
+		Port: common.NATSPort, Name: "prloop-" + name, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if conn.Server != nil {
+		log.Info("embedded nats ready", "url", conn.URL, "data_dir", common.DataDir)
+	} else {
+		log.Info("connected to nats", "url", conn.NC.ConnectedUrlRedacted())
+	}
+	if err := events.EnsureStreams(ctx, conn.JS, common.Streams()); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	store, err := state.Ensure(ctx, conn.JS, common.StreamReplicas)
+	if err != nil {
+		_ = conn.Close(context.Background())
+		return nil, err
+	}
+	rt := &Runtime{Name: name, Log: log, Conn: conn, JS: conn.JS, Store: store, Common: common, mux: http.NewServeMux()}
+	rt.AddReadyCheck("nats", func(context.Context) error {
+		if !conn.NC.IsConnected() {
+			return errors.New("nats not connected")
+		}
+		return nil
+	})
+	rt.AddReadyCheck("stream", func(ctx context.Context) error {
+		_, err := conn.JS.Stream(ctx, events.StreamName)
+		return err
+	})
+	return rt, nil
+}
+
+// Serve runs the services and the HTTP server until ctx is done or a service
+// fails, then shuts everything down within the grace period.
+func (rt *Runtime) Serve(ctx context.Context, services ...Service) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	httpErr := make(chan error, 1)
+	srv, err := rt.startHTTP(httpErr)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		return err
+	}
+
+	errs := make(chan error, len(services))
+	var wg sync.WaitGroup
+	for _, s := range services {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				errs <- err
+				cancel()
+			}
+		}()
+	}
+	go rt.logWhenReady(ctx, len(services))
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-httpErr:
+		cancel()
+	}
+	rt.Log.Info("shutting down", "grace", rt.Common.ShutdownGrace)
+	deadline := time.Now().Add(rt.Common.ShutdownGrace + time.Second)
+	sctx, scancel := context.WithDeadline(context.Background(), deadline)
+	defer scancel()
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-sctx.Done():
+		rt.Log.Warn("services did not stop within the grace period; their unacked work will be redelivered")
+	}
+	if srv != nil {
+		_ = srv.Shutdown(sctx)
+	}
+	close(errs)
+	for err := range errs {
+		runErr = errors.Join(runErr, err)
+	}
+	if err := rt.Close(sctx); err != nil {
+		runErr = errors.Join(runErr, err)
+	}
+	if runErr == nil {
+		rt.Log.Info("stopped")
+	}
+	return runErr
+}
+
+// Close drains NATS and stops the embedded server.
+func (rt *Runtime) Close(ctx context.Context) error { return rt.Conn.Close(ctx) }
+
+func (rt *Runtime) startHTTP(errc chan<- error) (*http.Server, error) {
+	if rt.Common.HTTPAddr == "" {
+		return nil, nil
+	}
+	rt.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	rt.mux.HandleFunc("GET /readyz", rt.serveReady)
+	ln, err := net.Listen("tcp", rt.Common.HTTPAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on PRLOOP_HTTP_ADDR=%s: %w", rt.Common.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: rt.mux, ReadHeaderTimeout: 10 * time.Second}
+	rt.Log.Info("http server listening", "addr", ln.Addr().String())
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http server: %w", err)
+		}
+	}()
+	return srv, nil
+}
+
+// logWhenReady logs "ready" once every readiness check passes, so the line
+// means what /readyz means.
+func (rt *Runtime) logWhenReady(ctx context.Context, services int) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if len(rt.failedChecks(ctx)) == 0 {
+			rt.Log.Info("ready", "services", services)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (rt *Runtime) failedChecks(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	rt.mu.Lock()
+	checks := append([]check(nil), rt.checks...)
+	rt.mu.Unlock()
+	var failed []string
+	for _, c := range checks {
+		if err := c.fn(ctx); err != nil {
+			failed = append(failed, c.name+": "+err.Error())
+		}
+	}
+	return failed
+}
+
+func (rt *Runtime) serveReady(w http.ResponseWriter, r *http.Request) {
+	failed := rt.failedChecks(r.Context())
+	if len(failed) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		for _, f := range failed {
+			_, _ = io.WriteString(w, f+"\n")
+		}
+		return
+	}
+	_, _ = io.WriteString(w, "ready\n")
+}

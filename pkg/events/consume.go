@@ -1,0 +1,306 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Headers set on dead-lettered messages, besides the original ones.
+const (
+	HeaderDLQReason     = "Prloop-Dlq-Reason"
+	HeaderDLQSubject    = "Prloop-Dlq-Subject"
+	HeaderDLQDeliveries = "Prloop-Dlq-Deliveries"
+	HeaderDLQConsumer   = "Prloop-Dlq-Consumer"
+)
+
+// Handler processes one event. Returning nil acks it; returning an error
+// redelivers it with backoff until MaxDeliver, then dead-letters it; an error
+// wrapped with Permanent dead-letters it at once. The context is cancelled
+// only when the consumer's shutdown grace period runs out.
+type Handler func(ctx context.Context, m *Msg) error
+
+// Msg is one delivered event.
+type Msg struct {
+	Event cloudevents.Event
+	Data  Data
+	// Delivered counts deliveries of this message, 1 on the first.
+	Delivered uint64
+	raw       jetstream.Msg
+}
+
+// InProgress tells JetStream the handler is still working, resetting the ack
+// timer. Consume already does this periodically; call it for extra safety
+// before a step that may be long.
+func (m *Msg) InProgress() error { return m.raw.InProgress() }
+
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string { return p.err.Error() }
+func (p permanentError) Unwrap() error { return p.err }
+
+// Permanent marks err as one retrying cannot fix: the message goes to the
+// dead-letter subject at once.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err: err}
+}
+
+// IsPermanent reports whether err was marked with Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// ConsumerConfig describes a durable consumer and how to run its handler.
+type ConsumerConfig struct {
+	// Durable names the consumer; by convention the service name.
+	Durable string
+	// Types are the event types it receives.
+	Types []Type
+	// Concurrency bounds handlers running at once. Default 1.
+	Concurrency int
+	// AckWait is how long JetStream waits for an ack before redelivering.
+	// Default 30s; Consume heartbeats with InProgress every AckWait/3.
+	AckWait time.Duration
+	// MaxDeliver bounds deliveries before the message is dead-lettered. Default 6.
+	MaxDeliver int
+	// Backoff are the redelivery delays after a handler error, by delivery
+	// count; the last repeats. Default 1s, 5s, 30s, 2m, 5m.
+	Backoff []time.Duration
+	// Grace is how long shutdown waits for running handlers before cancelling
+	// their context. Default 8s.
+	Grace time.Duration
+	// Logger receives one line per failure. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c ConsumerConfig) withDefaults() ConsumerConfig {
+	if c.Concurrency <= 0 {
+		c.Concurrency = 1
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = 6
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 5 * time.Minute}
+	}
+	if c.Grace <= 0 {
+		c.Grace = 8 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// JetStreamConsumer lists what Consume needs of jetstream.JetStream.
+type JetStreamConsumer interface {
+	Publisher
+	CreateOrUpdateConsumer(ctx context.Context, stream string, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error)
+}
+
+var _ JetStreamConsumer = (jetstream.JetStream)(nil)
+
+// EnsureConsumer creates or updates the durable pull consumer for cfg on the
+// event stream.
+func EnsureConsumer(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfig) (jetstream.Consumer, error) {
+	c := cfg.withDefaults()
+	if c.Durable == "" || len(c.Types) == 0 {
+		return nil, fmt.Errorf("ensure consumer: durable name and event types are required")
+	}
+	filters := make([]string, 0, len(c.Types))
+	for _, t := range c.Types {
+		filters = append(filters, FilterSubject(t))
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+		Durable:        c.Durable,
+		Description:    "prloop " + c.Durable,
+		FilterSubjects: filters,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.AckWait,
+		MaxDeliver:     c.MaxDeliver,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		MaxAckPending:  max(64, 4*c.Concurrency),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure consumer %s: %w", c.Durable, err)
+	}
+	return cons, nil
+}
+
+// Consume runs h for every event the durable consumer receives, until ctx is
+// done. It then stops fetching, waits up to Grace for running handlers (which
+// still ack or nak their messages), and returns nil. It returns an error only
+// when the consumer cannot be created.
+func Consume(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfig, h Handler) error {
+	c := cfg.withDefaults()
+	cons, err := EnsureConsumer(ctx, js, c)
+	if err != nil {
+		return err
+	}
+	log := c.Logger.With("consumer", c.Durable)
+	log.Info("consumer ready", "stream", StreamName, "types", c.Types, "concurrency", c.Concurrency)
+
+	// Handlers outlive ctx by up to Grace so in-flight work can finish.
+	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelHandlers()
+
+	var wg sync.WaitGroup
+	for range c.Concurrency {
+		wg.Add(1)
+		go func(cons jetstream.Consumer) {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				msg, err := next(ctx, cons)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+						if cons2, err2 := EnsureConsumer(ctx, js, c); err2 == nil {
+							cons = cons2
+						}
+					}
+					if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+						log.Warn("fetch failed; retrying", "err", err)
+						sleepCtx(ctx, time.Second)
+					}
+					continue
+				}
+				handle(hctx, js, c, log, msg, h)
+			}
+		}(cons)
+	}
+	<-ctx.Done()
+
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(c.Grace):
+		log.Warn("shutdown grace ran out; cancelling running handlers", "grace", c.Grace)
+		cancelHandlers()
+		<-done
+	}
+	return nil
+}
+
+// next fetches one message, with a short pull expiry so a stopped worker
+// leaves no long-lived pull request behind on the server.
+func next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return cons.Next(jetstream.FetchContext(fctx))
+}
+
+func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, h Handler) {
+	var delivered uint64 = 1
+	if md, err := raw.Metadata(); err == nil {
+		delivered = md.NumDelivered
+	}
+	e, d, err := Decode(raw.Data())
+	if err != nil {
+		deadLetter(ctx, js, c, log, raw, delivered, err)
+		return
+	}
+	log = log.With("pr", d.Ref().String(), "type", e.Type(), "id", e.ID())
+
+	stop := heartbeat(raw, c.AckWait/3)
+	err = h(ctx, &Msg{Event: e, Data: d, Delivered: delivered, raw: raw})
+	stop()
+
+	switch {
+	case err == nil:
+		// The ack gets its own deadline: the handler's context may already
+		// be cancelled by shutdown, and finished work must still be acked.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if aerr := raw.DoubleAck(actx); aerr != nil {
+			log.Warn("ack failed; the event will be redelivered", "err", aerr)
+		}
+	case IsPermanent(err) || delivered >= uint64(c.MaxDeliver):
+		deadLetter(ctx, js, c, log, raw, delivered, err)
+	default:
+		delay := c.Backoff[min(int(delivered), len(c.Backoff))-1]
+		log.Warn("handler failed; will retry", "err", err, "delivered", delivered, "retry_in", delay)
+		if nerr := raw.NakWithDelay(delay); nerr != nil {
+			log.Warn("nak failed; the event will be redelivered after the ack wait", "err", nerr)
+		}
+	}
+}
+
+func heartbeat(m jetstream.Msg, every time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// deadLetter copies the message to prloop.dlq.<consumer> with the reason and
+// terminates it. If the copy cannot be stored, the message is nak'ed instead:
+// it is never dropped without a trace.
+func deadLetter(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, delivered uint64, cause error) {
+	m := nats.NewMsg(DLQPrefix + "." + c.Durable)
+	for k, v := range raw.Headers() {
+		// Nats-* headers are publish instructions (message id, expected
+		// stream …) meant for the original publish, not for this copy.
+		if !strings.HasPrefix(k, "Nats-") {
+			m.Header[k] = v
+		}
+	}
+	m.Header.Set(HeaderDLQReason, cause.Error())
+	m.Header.Set(HeaderDLQSubject, raw.Subject())
+	m.Header.Set(HeaderDLQDeliveries, strconv.FormatUint(delivered, 10))
+	m.Header.Set(HeaderDLQConsumer, c.Durable)
+	m.Data = raw.Data()
+	id := c.Durable + ":" + raw.Subject()
+	if md, err := raw.Metadata(); err == nil {
+		id = c.Durable + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
+	}
+	if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID("dlq:"+id)); err != nil {
+		log.Error("dead-letter publish failed; leaving the message for redelivery", "err", err, "cause", cause)
+		_ = raw.NakWithDelay(c.Backoff[len(c.Backoff)-1])
+		return
+	}
+	log.Error("event dead-lettered", "subject", raw.Subject(), "dlq", m.Subject, "delivered", delivered, "err", cause)
+	if err := raw.TermWithReason(cause.Error()); err != nil {
+		log.Warn("terminate failed", "err", err)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

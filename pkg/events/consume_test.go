@@ -1,0 +1,240 @@
+package events_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/natsx/natstest"
+)
+
+var pr = ghref.PR{Owner: "Acme", Repo: "socket.io", Number: 42}
+
+func allTypes(pr ghref.PR) []events.Data {
+	b := events.Base{PR: pr, HeadSHA: "abc123"}
+	return []events.Data{
+		&events.WatchRequested{Base: b}, &events.ReviewPending{Base: b, Status: events.StatusPending},
+		&events.ReviewInProgress{Base: b, Status: events.StatusInProgress}, &events.FeedbackReceived{Base: b, Status: events.StatusChangesRequested},
+		&events.FeedbackAddressed{Base: b, FixCycle: 1}, &events.ReviewApproved{Base: b, Status: events.StatusApproved},
+		&events.ReviewTimeout{Base: b, Reason: events.ReasonReviewTimeout}, &events.MergeQueued{Base: b, Position: 1},
+		&events.Merged{Base: b, MergeSHA: "m"}, &events.MergeFailed{Base: b, Reason: events.ReasonChecksFailed},
+		&events.Closed{Base: b}, &events.EscalationRequested{Base: b, Reason: events.ReasonFeedbackFailed, Severity: events.SeverityBlocking},
+		&events.Escalated{Base: b, Reason: events.ReasonFeedbackFailed, Severity: events.SeverityBlocking},
+	}
+}
+
+// collector records what a handler saw.
+type collector struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (c *collector) add(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ids = append(c.ids, id)
+}
+
+func (c *collector) list() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.ids...)
+}
+
+// runConsumer runs Consume in the background until the test ends.
+func runConsumer(t *testing.T, js events.JetStreamConsumer, cfg events.ConsumerConfig, h events.Handler) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- events.Consume(ctx, js, cfg, h) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err)
+		case <-time.After(15 * time.Second):
+			t.Error("Consume did not return after cancel")
+		}
+	})
+}
+
+func TestConsume_EveryTypeOnceDespiteDuplicatePublish(t *testing.T) {
+	t.Parallel()
+	conn := natstest.Start(t)
+	ctx := t.Context()
+	em := events.NewEmitter(conn.JS, "test")
+
+	var want []string
+	for _, d := range allTypes(pr) {
+		e, dup, err := em.Emit(ctx, d, "abc123", "1")
+		require.NoError(t, err)
+		require.False(t, dup)
+		want = append(want, e.ID())
+		// A retried publish of the same occurrence is dropped by JetStream.
+		_, dup, err = em.Emit(ctx, d, "abc123", "1")
+		require.NoError(t, err)
+		require.True(t, dup, "second publish of %s should be a duplicate", d.EventType())
+	}
+
+	got := &collector{}
+	var bad atomic.Int32
+	runConsumer(t, conn.JS, events.ConsumerConfig{Durable: "all", Types: events.Types}, func(_ context.Context, m *events.Msg) error {
+		if !m.Data.Ref().Same(pr) || m.Event.Type() != string(m.Data.EventType()) {
+			bad.Add(1)
+		}
+		got.add(m.Event.ID())
+		return nil
+	})
+	require.Eventually(t, func() bool { return len(got.list()) >= len(want) }, 10*time.Second, 20*time.Millisecond)
+
+	// Nothing more arrives: the consumer has no pending or unacked messages.
+	cons, err := conn.JS.Consumer(ctx, events.StreamName, "all")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(ctx)
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, want, got.list())
+	assert.Zero(t, bad.Load())
+}
+
+func TestConsume_FilterByType(t *testing.T) {
+	t.Parallel()
+	conn := natstest.Start(t)
+	em := events.NewEmitter(conn.JS, "test")
+	for _, d := range allTypes(pr) {
+		_, _, err := em.Emit(t.Context(), d, "x")
+		require.NoError(t, err)
+	}
+	got := &collector{}
+	runConsumer(t, conn.JS, events.ConsumerConfig{Durable: "merger", Types: []events.Type{events.TypeReviewApproved}}, func(_ context.Context, m *events.Msg) error {
+		got.add(m.Event.Type())
+		return nil
+	})
+	require.Eventually(t, func() bool { return len(got.list()) == 1 }, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, []string{"PRReviewApproved"}, got.list())
+}
+
+func TestConsume_RetriesThenDeadLetters(t *testing.T) {
+	t.Parallel()
+	conn := natstest.Start(t)
+	ctx := t.Context()
+	_, _, err := events.NewEmitter(conn.JS, "test").Emit(ctx, &events.ReviewApproved{Base: events.Base{PR: pr}, Status: events.StatusApproved}, "1")
+	require.NoError(t, err)
+
+	var calls atomic.Int32
+	runConsumer(t, conn.JS, events.ConsumerConfig{
+		Durable: "flaky", Types: []events.Type{events.TypeReviewApproved},
+		MaxDeliver: 3, Backoff: []time.Duration{10 * time.Millisecond},
+	}, func(context.Context, *events.Msg) error {
+		calls.Add(1)
+		return errors.New("github is down")
+	})
+
+	dlq := waitDLQ(t, conn.JS, "flaky")
+	assert.Equal(t, int32(3), calls.Load(), "delivered MaxDeliver times")
+	assert.Equal(t, "github is down", dlq.Header.Get(events.HeaderDLQReason))
+	assert.Equal(t, "3", dlq.Header.Get(events.HeaderDLQDeliveries))
+	assert.Equal(t, events.Subject(pr, events.TypeReviewApproved), dlq.Header.Get(events.HeaderDLQSubject))
+}
+
+func TestConsume_PermanentErrorDeadLettersAtOnce(t *testing.T) {
+	t.Parallel()
+	conn := natstest.Start(t)
+	_, _, err := events.NewEmitter(conn.JS, "test").Emit(t.Context(), &events.ReviewApproved{Base: events.Base{PR: pr}}, "1")
+	require.NoError(t, err)
+	var calls atomic.Int32
+	runConsumer(t, conn.JS, events.ConsumerConfig{Durable: "strict", Types: []events.Type{events.TypeReviewApproved}}, func(context.Context, *events.Msg) error {
+		calls.Add(1)
+		return events.Permanent(errors.New("PR belongs to no watched repo"))
+	})
+	dlq := waitDLQ(t, conn.JS, "strict")
+	assert.Equal(t, int32(1), calls.Load())
+	assert.Contains(t, dlq.Header.Get(events.HeaderDLQReason), "no watched repo")
+}
+
+func TestConsume_MalformedMessageDeadLettered(t *testing.T) {
+	t.Parallel()
+	conn := natstest.Start(t)
+	m := nats.NewMsg(events.Subject(pr, events.TypeReviewApproved))
+	m.Data = []byte(`{"specversion":"1.0","type":"PRReviewApproved"`)
+	_, err := conn.JS.PublishMsg(t.Context(), m)
+	require.NoError(t, err)
+	var calls atomic.Int32
+	runConsumer(t, conn.JS, events.ConsumerConfig{Durable: "robust", Types: []events.Type{events.TypeReviewApproved}}, func(context.Context, *events.Msg) error {
+		calls.Add(1)
+		return nil
+	})
+	dlq := waitDLQ(t, conn.JS, "robust")
+	assert.Zero(t, calls.Load(), "handler never sees a malformed event")
+	assert.Contains(t, dlq.Header.Get(events.HeaderDLQReason), "malformed event")
+	assert.Equal(t, m.Data, dlq.Data)
+}
+
+func TestConsume_HeartbeatPreventsRedelivery(t *testing.T) {
+	t.Parallel()
+	conn := natstest.Start(t)
+	_, _, err := events.NewEmitter(conn.JS, "test").Emit(t.Context(), &events.FeedbackReceived{Base: events.Base{PR: pr}}, "1")
+	require.NoError(t, err)
+
+	var calls atomic.Int32
+	release := make(chan struct{})
+	runConsumer(t, conn.JS, events.ConsumerConfig{
+		Durable: "slow", Types: []events.Type{events.TypeFeedbackReceived}, Concurrency: 2,
+		AckWait: 300 * time.Millisecond,
+	}, func(ctx context.Context, _ *events.Msg) error {
+		calls.Add(1)
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	require.Eventually(t, func() bool { return calls.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
+	// Hold the handler for several ack waits; without the InProgress
+	// heartbeat JetStream would hand the message to the second worker.
+	cons, err := conn.JS.Consumer(t.Context(), events.StreamName, "slow")
+	require.NoError(t, err)
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	redelivered := 0
+	require.Eventually(t, func() bool {
+		if info, err := cons.Info(t.Context()); err == nil {
+			redelivered = max(redelivered, info.NumRedelivered)
+		}
+		return time.Now().After(deadline)
+	}, 5*time.Second, 50*time.Millisecond)
+	require.Zero(t, redelivered, "redelivered while the handler was working")
+	close(release)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumAckPending == 0
+	}, 10*time.Second, 20*time.Millisecond)
+	assert.Equal(t, int32(1), calls.Load())
+}
+
+func waitDLQ(t *testing.T, js jetstream.JetStream, durable string) *jetstream.RawStreamMsg {
+	t.Helper()
+	ctx := t.Context()
+	stream, err := js.Stream(ctx, events.DLQStreamName)
+	require.NoError(t, err)
+	var msg *jetstream.RawStreamMsg
+	require.Eventually(t, func() bool {
+		m, err := stream.GetLastMsgForSubject(ctx, events.DLQPrefix+"."+durable)
+		if err != nil {
+			return false
+		}
+		msg = m
+		return true
+	}, 15*time.Second, 20*time.Millisecond)
+	return msg
+}

@@ -1,0 +1,52 @@
+// Package events is the contract between prloop's services: the CloudEvents
+// they exchange over NATS JetStream, the subjects those events travel on, and
+// the helpers that publish and consume them.
+//
+// Every event is a CloudEvents 1.0 event in structured mode: the NATS message
+// carries the header "Content-Type: application/cloudevents+json" and its body
+// is the whole event as JSON, so `nats sub 'pr.>'` prints self-describing
+// events. The event's id equals the message's Nats-Msg-Id and is derived from
+// what the event is about, so a retried publish is dropped by JetStream's
+// duplicate window instead of producing a second event.
+//
+// # Subjects
+//
+// Events travel on exactly five tokens,
+//
+//	pr.<owner>.<repo>.<number>.<Type>
+//
+// e.g. pr.acme.widgets.42.PRReviewApproved, so that 'pr.*.*.*.PRMerged'
+// filters by kind and 'pr.acme.widgets.>' selects one repository. Owner and
+// repository are folded to lower case (GitHub treats them case-insensitively)
+// and every byte outside [a-z0-9_-] is escaped as '=' and two hex digits, so
+// "socket.io" becomes "socket=2eio". The mapping is one-to-one and
+// reversible (see EncodeToken and DecodeToken); '=' is valid both in NATS
+// subjects and in KV keys.
+//
+// # Event types
+//
+// The type is the CloudEvent "type" attribute and the last subject token.
+// Data field names are fixed so that consumers outside prloop can rely on
+// them: pr (owner, repo, number, url), head_sha, status, fix_cycle, reason,
+// merge_sha, actor, detail.
+//
+//	| type                  | published by | means                                                         | data (besides pr, head_sha)                  |
+//	|-----------------------|--------------|---------------------------------------------------------------|----------------------------------------------|
+//	| PRWatchRequested      | CLI, anyone  | command: start watching this PR                               | worktree, context_path, actor                |
+//	| PRReviewPending       | poller       | watched, no review signal on the current head yet             | status                                       |
+//	| PRReviewInProgress    | poller       | a reviewer signalled "in review" (👀)                          | status, actor                                |
+//	| PRFeedbackReceived    | poller       | changes requested on the current head                         | status, fix_cycle, comment_ids, review_ids   |
+//	| PRFeedbackAddressed   | feedback     | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
+//	| PRReviewApproved      | poller       | approved on head_sha                                          | status, actor, approvers                     |
+//	| ReviewTimeout         | poller       | no approval within the review timeout                         | reason, missing_reviewers, detail            |
+//	| PRMergeQueued         | merger       | entered the merge queue of its base branch                    | position, base                               |
+//	| PRMerged              | merger       | merged by prloop                                              | merge_sha, merge_method                      |
+//	| PRMergeFailed         | merger       | prloop gave up merging                                        | reason, detail                               |
+//	| PRClosed              | poller       | closed or merged outside prloop; watching stops               | merged, actor                                |
+//	| PREscalationRequested | any service  | a human is needed                                             | reason, severity, fix_cycle, detail, …       |
+//	| PREscalated           | escalator    | the human was called (label, comment, webhook)                | reason, severity, actions                    |
+//
+// Reasons are fixed codes: review_timeout, max_fix_cycles, feedback_failed,
+// review_workflow_failed, checks_failed, merge_conflict. Severities are info,
+// warning and blocking.
+package events

@@ -1,0 +1,127 @@
+package events
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/ghref"
+)
+
+var testPR = ghref.PR{Owner: "acme", Repo: "widgets", Number: 42, URL: "https://github.com/acme/widgets/pull/42"}
+
+// samples returns one payload of every event type.
+func samples(pr ghref.PR) []Data {
+	b := Base{PR: pr, HeadSHA: "0123456789abcdef0123456789abcdef01234567"}
+	return []Data{
+		&WatchRequested{Base: b, Worktree: "/w", ContextPath: ".specify"},
+		&ReviewPending{Base: b, Status: StatusPending},
+		&ReviewInProgress{Base: b, Status: StatusInProgress, Actor: "alice"},
+		&FeedbackReceived{Base: b, Status: StatusChangesRequested, FixCycle: 1, CommentIDs: []int64{7}},
+		&FeedbackAddressed{Base: b, PreviousHeadSHA: "ffff", FixCycle: 1},
+		&ReviewApproved{Base: b, Status: StatusApproved, Actor: "alice", Approvers: []string{"alice"}},
+		&ReviewTimeout{Base: b, Reason: ReasonReviewTimeout, MissingReviewers: []string{"bot"}},
+		&MergeQueued{Base: b, Position: 2, BaseBranch: "main"},
+		&Merged{Base: b, MergeSHA: "abcd", MergeMethod: "squash"},
+		&MergeFailed{Base: b, Reason: ReasonMergeConflict},
+		&Closed{Base: b, Merged: false},
+		&EscalationRequested{Base: b, Reason: ReasonMaxFixCycles, Severity: SeverityBlocking, HumanReviewRequired: true},
+		&Escalated{Base: b, Reason: ReasonMaxFixCycles, Severity: SeverityBlocking, Actions: []string{"label", "comment"}},
+	}
+}
+
+func TestSamples_CoverEveryType(t *testing.T) {
+	t.Parallel()
+	var got []Type
+	for _, d := range samples(testPR) {
+		got = append(got, d.EventType())
+	}
+	assert.Equal(t, Types, got)
+}
+
+func TestNew_StructuredCloudEvent(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, d := range samples(testPR) {
+		t.Run(string(d.EventType()), func(t *testing.T) {
+			t.Parallel()
+			e, err := New("poller", d, now, "sha", "3")
+			require.NoError(t, err)
+			m, err := Message(e)
+			require.NoError(t, err)
+			assert.Equal(t, ContentType, m.Header.Get("Content-Type"))
+			assert.Equal(t, e.ID(), m.Header.Get("Nats-Msg-Id"))
+			assert.Equal(t, Subject(testPR, d.EventType()), m.Subject)
+
+			// The body is a self-describing CloudEvents 1.0 JSON document.
+			var raw map[string]any
+			require.NoError(t, json.Unmarshal(m.Data, &raw))
+			assert.Equal(t, "1.0", raw["specversion"])
+			assert.Equal(t, "/prloop/poller", raw["source"])
+			assert.Equal(t, "acme/widgets#42", raw["subject"])
+			assert.Equal(t, string(d.EventType()), raw["type"])
+			assert.Equal(t, "application/json", raw["datacontenttype"])
+			assert.Equal(t, "2026-01-02T03:04:05Z", raw["time"])
+			assert.Equal(t, "acme/widgets#42:"+string(d.EventType())+":sha:3", raw["id"])
+			data := raw["data"].(map[string]any)
+			assert.Equal(t, map[string]any{"owner": "acme", "repo": "widgets", "number": float64(42), "url": testPR.URL}, data["pr"])
+			assert.Equal(t, "0123456789abcdef0123456789abcdef01234567", data["head_sha"])
+
+			e2, d2, err := Decode(m.Data)
+			require.NoError(t, err)
+			assert.Equal(t, e.ID(), e2.ID())
+			assert.Equal(t, d, d2)
+		})
+	}
+}
+
+func TestNew_RejectsInvalidPR(t *testing.T) {
+	t.Parallel()
+	_, err := New("poller", &ReviewPending{Base: Base{PR: ghref.PR{Owner: "acme", Repo: "widgets"}}}, time.Now())
+	assert.ErrorIs(t, err, ghref.ErrInvalid)
+}
+
+func TestDecode_Malformed(t *testing.T) {
+	t.Parallel()
+	good, err := New("poller", &ReviewPending{Base: Base{PR: testPR}, Status: StatusPending}, time.Now())
+	require.NoError(t, err)
+	body, err := json.Marshal(good)
+	require.NoError(t, err)
+	mutate := func(f func(map[string]any)) []byte {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(body, &m))
+		f(m)
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		return b
+	}
+	tests := []struct {
+		name string
+		body []byte
+	}{
+		{name: "not json", body: []byte("{nope")},
+		{name: "no id", body: mutate(func(m map[string]any) { delete(m, "id") })},
+		{name: "unknown type", body: mutate(func(m map[string]any) { m["type"] = "PRExploded" })},
+		{name: "bad data", body: mutate(func(m map[string]any) { m["data"] = map[string]any{"pr": "acme/widgets#42"} })},
+		{name: "pr missing", body: mutate(func(m map[string]any) { m["data"] = map[string]any{"status": "pending"} })},
+		{name: "subject mismatch", body: mutate(func(m map[string]any) { m["subject"] = "acme/widgets#43" })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := Decode(tt.body)
+			assert.ErrorIs(t, err, ErrMalformed)
+		})
+	}
+}
+
+func TestStatus_Precedence(t *testing.T) {
+	t.Parallel()
+	order := []Status{StatusPending, StatusChangesRequested, StatusInProgress, StatusApproved}
+	for i := 1; i < len(order); i++ {
+		assert.Greater(t, order[i].Rank(), order[i-1].Rank(), "%s should beat %s", order[i], order[i-1])
+	}
+}

@@ -1,0 +1,259 @@
+package events
+
+import (
+	"fmt"
+
+	"github.com/prloop/prloop/pkg/ghref"
+)
+
+// Type is a CloudEvent type and the last token of the event's subject.
+type Type string
+
+// The event types of the PR lifecycle; see the package documentation.
+const (
+	TypeWatchRequested      Type = "PRWatchRequested"
+	TypeReviewPending       Type = "PRReviewPending"
+	TypeReviewInProgress    Type = "PRReviewInProgress"
+	TypeFeedbackReceived    Type = "PRFeedbackReceived"
+	TypeFeedbackAddressed   Type = "PRFeedbackAddressed"
+	TypeReviewApproved      Type = "PRReviewApproved"
+	TypeReviewTimeout       Type = "ReviewTimeout"
+	TypeMergeQueued         Type = "PRMergeQueued"
+	TypeMerged              Type = "PRMerged"
+	TypeMergeFailed         Type = "PRMergeFailed"
+	TypeClosed              Type = "PRClosed"
+	TypeEscalationRequested Type = "PREscalationRequested"
+	TypeEscalated           Type = "PREscalated"
+)
+
+// Types lists every event type, in lifecycle order.
+var Types = []Type{
+	TypeWatchRequested, TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived,
+	TypeFeedbackAddressed, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
+	TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
+}
+
+// Status is a PR's review status as the poller computes it.
+type Status string
+
+// Review statuses, weakest first. Precedence when signals disagree:
+// approved > in_progress > changes_requested > pending.
+const (
+	StatusPending          Status = "pending"
+	StatusChangesRequested Status = "changes_requested"
+	StatusInProgress       Status = "in_progress"
+	StatusApproved         Status = "approved"
+)
+
+// Rank orders statuses by precedence; higher wins.
+func (s Status) Rank() int {
+	switch s {
+	case StatusChangesRequested:
+		return 1
+	case StatusInProgress:
+		return 2
+	case StatusApproved:
+		return 3
+	default:
+		return 0
+	}
+}
+
+// Reason is a fixed code for why a PR left the happy path.
+type Reason string
+
+// Reason codes carried by ReviewTimeout, PRMergeFailed and escalations.
+const (
+	ReasonReviewTimeout        Reason = "review_timeout"
+	ReasonMaxFixCycles         Reason = "max_fix_cycles"
+	ReasonFeedbackFailed       Reason = "feedback_failed"
+	ReasonReviewWorkflowFailed Reason = "review_workflow_failed"
+	ReasonChecksFailed         Reason = "checks_failed"
+	ReasonMergeConflict        Reason = "merge_conflict"
+)
+
+// Severity says how urgently a human is needed.
+type Severity string
+
+// Severity levels, carried from the escalation request to the escalation.
+const (
+	SeverityInfo     Severity = "info"
+	SeverityWarning  Severity = "warning"
+	SeverityBlocking Severity = "blocking"
+)
+
+// Data is the typed payload of one event type.
+type Data interface {
+	// EventType is the CloudEvent type this payload belongs to.
+	EventType() Type
+	// Ref is the pull request the event is about.
+	Ref() ghref.PR
+}
+
+// Base holds the fields every event's data carries.
+type Base struct {
+	PR      ghref.PR `json:"pr"`
+	HeadSHA string   `json:"head_sha,omitempty"`
+}
+
+// Ref returns the pull request the event is about.
+func (b Base) Ref() ghref.PR { return b.PR }
+
+// WatchRequested is a command: start watching a PR.
+type WatchRequested struct {
+	Base
+	// Worktree is a local checkout of the PR branch the feedback step may reuse.
+	Worktree string `json:"worktree,omitempty"`
+	// ContextPath names spec or plan material (e.g. a .specify/ folder) for the agent's prompt.
+	ContextPath string `json:"context_path,omitempty"`
+	Actor       string `json:"actor,omitempty"`
+}
+
+// ReviewPending says the PR is watched and no review signal counts yet.
+type ReviewPending struct {
+	Base
+	Status Status `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// ReviewInProgress says an authorized reviewer signalled "in review".
+type ReviewInProgress struct {
+	Base
+	Status Status `json:"status"`
+	Actor  string `json:"actor,omitempty"`
+}
+
+// FeedbackReceived says changes were requested on HeadSHA.
+type FeedbackReceived struct {
+	Base
+	Status     Status   `json:"status"`
+	FixCycle   int      `json:"fix_cycle"`
+	CommentIDs []int64  `json:"comment_ids,omitempty"`
+	ReviewIDs  []int64  `json:"review_ids,omitempty"`
+	Actor      string   `json:"actor,omitempty"`
+	Reviewers  []string `json:"reviewers,omitempty"`
+}
+
+// FeedbackAddressed says a fix was pushed; HeadSHA is the new head.
+type FeedbackAddressed struct {
+	Base
+	PreviousHeadSHA string `json:"previous_head_sha"`
+	FixCycle        int    `json:"fix_cycle"`
+	Actor           string `json:"actor,omitempty"`
+	Detail          string `json:"detail,omitempty"`
+}
+
+// ReviewApproved says HeadSHA was approved.
+type ReviewApproved struct {
+	Base
+	Status    Status   `json:"status"`
+	Actor     string   `json:"actor,omitempty"`
+	Approvers []string `json:"approvers,omitempty"`
+}
+
+// ReviewTimeout says no approval arrived within the review timeout.
+type ReviewTimeout struct {
+	Base
+	Reason           Reason   `json:"reason"`
+	MissingReviewers []string `json:"missing_reviewers,omitempty"`
+	Detail           string   `json:"detail,omitempty"`
+}
+
+// MergeQueued says the PR entered its base branch's merge queue.
+type MergeQueued struct {
+	Base
+	Position   int    `json:"position"`
+	BaseBranch string `json:"base,omitempty"`
+}
+
+// Merged says prloop merged the PR.
+type Merged struct {
+	Base
+	MergeSHA    string `json:"merge_sha"`
+	MergeMethod string `json:"merge_method,omitempty"`
+	Actor       string `json:"actor,omitempty"`
+}
+
+// MergeFailed says prloop gave up merging the PR.
+type MergeFailed struct {
+	Base
+	Reason Reason `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Closed says the PR was closed, or merged outside prloop; watching stops.
+type Closed struct {
+	Base
+	Merged bool   `json:"merged"`
+	Actor  string `json:"actor,omitempty"`
+}
+
+// EscalationRequested asks the escalator to bring in a human.
+type EscalationRequested struct {
+	Base
+	Reason              Reason   `json:"reason"`
+	Severity            Severity `json:"severity"`
+	FixCycle            int      `json:"fix_cycle,omitempty"`
+	Detail              string   `json:"detail,omitempty"`
+	LastError           string   `json:"last_error,omitempty"`
+	MissingReviewers    []string `json:"missing_reviewers,omitempty"`
+	HumanReviewRequired bool     `json:"human_review_required,omitempty"`
+	Actor               string   `json:"actor,omitempty"`
+}
+
+// Escalated says a human was called, and how.
+type Escalated struct {
+	Base
+	Reason   Reason   `json:"reason"`
+	Severity Severity `json:"severity"`
+	Actions  []string `json:"actions"`
+	Detail   string   `json:"detail,omitempty"`
+}
+
+// EventType implementations tie each payload to its type.
+func (WatchRequested) EventType() Type      { return TypeWatchRequested }
+func (ReviewPending) EventType() Type       { return TypeReviewPending }
+func (ReviewInProgress) EventType() Type    { return TypeReviewInProgress }
+func (FeedbackReceived) EventType() Type    { return TypeFeedbackReceived }
+func (FeedbackAddressed) EventType() Type   { return TypeFeedbackAddressed }
+func (ReviewApproved) EventType() Type      { return TypeReviewApproved }
+func (ReviewTimeout) EventType() Type       { return TypeReviewTimeout }
+func (MergeQueued) EventType() Type         { return TypeMergeQueued }
+func (Merged) EventType() Type              { return TypeMerged }
+func (MergeFailed) EventType() Type         { return TypeMergeFailed }
+func (Closed) EventType() Type              { return TypeClosed }
+func (EscalationRequested) EventType() Type { return TypeEscalationRequested }
+func (Escalated) EventType() Type           { return TypeEscalated }
+
+// newData returns an empty payload for t, for decoding.
+func newData(t Type) (Data, error) {
+	switch t {
+	case TypeWatchRequested:
+		return &WatchRequested{}, nil
+	case TypeReviewPending:
+		return &ReviewPending{}, nil
+	case TypeReviewInProgress:
+		return &ReviewInProgress{}, nil
+	case TypeFeedbackReceived:
+		return &FeedbackReceived{}, nil
+	case TypeFeedbackAddressed:
+		return &FeedbackAddressed{}, nil
+	case TypeReviewApproved:
+		return &ReviewApproved{}, nil
+	case TypeReviewTimeout:
+		return &ReviewTimeout{}, nil
+	case TypeMergeQueued:
+		return &MergeQueued{}, nil
+	case TypeMerged:
+		return &Merged{}, nil
+	case TypeMergeFailed:
+		return &MergeFailed{}, nil
+	case TypeClosed:
+		return &Closed{}, nil
+	case TypeEscalationRequested:
+		return &EscalationRequested{}, nil
+	case TypeEscalated:
+		return &Escalated{}, nil
+	}
+	return nil, fmt.Errorf("unknown event type %q", t)
+}

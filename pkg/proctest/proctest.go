@@ -1,0 +1,145 @@
+// Package proctest builds prloop's binaries and runs them as real processes
+// in tests, capturing their output for assertions.
+package proctest
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Root returns the repository root: the nearest directory above the working
+// directory that holds go.work.
+func Root(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	require.NoError(t, err)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		require.NotEqual(t, parent, dir, "no go.work above the test's directory")
+		dir = parent
+	}
+}
+
+var (
+	buildMu  sync.Mutex
+	binaries = map[string]string{}
+	binDir   string
+)
+
+// Build compiles the main package at pkg (relative to the repository root,
+// e.g. "./services/merger/cmd/merger") once per test binary and returns the
+// executable's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := binaries[pkg]; ok {
+		return p
+	}
+	if binDir == "" {
+		d, err := os.MkdirTemp("", "prloop-bin-")
+		require.NoError(t, err)
+		binDir = d
+	}
+	out := filepath.Join(binDir, strings.ReplaceAll(strings.Trim(pkg, "./"), "/", "_"))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = Root(t)
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go build %s:\n%s", pkg, b)
+	binaries[pkg] = out
+	return out
+}
+
+// Buffer is a goroutine-safe output buffer.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Process is a running binary.
+type Process struct {
+	Cmd    *exec.Cmd
+	Stdout *Buffer
+	Stderr *Buffer
+	done   chan struct{}
+	err    error
+}
+
+// Start runs bin with args and the given extra environment (KEY=VALUE), in
+// its own process group, and kills the group when the test ends.
+func Start(t testing.TB, bin string, env []string, args ...string) *Process {
+	t.Helper()
+	p := &Process{Stdout: &Buffer{}, Stderr: &Buffer{}, done: make(chan struct{})}
+	p.Cmd = exec.Command(bin, args...)
+	p.Cmd.Env = append(os.Environ(), env...)
+	p.Cmd.Stdout = p.Stdout
+	p.Cmd.Stderr = p.Stderr
+	p.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, p.Cmd.Start())
+	go func() {
+		p.err = p.Cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = syscall.Kill(-p.Cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("%s stderr:\n%s", filepath.Base(bin), p.Stderr.String())
+		}
+	})
+	return p
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.Cmd.Process.Signal(sig) }
+
+// Wait waits up to d for the process to exit and returns whether it did and
+// its exit error.
+func (p *Process) Wait(d time.Duration) (exited bool, err error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	case <-time.After(d):
+		return false, nil
+	}
+}
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,222 @@
+// Package state keeps each watched PR's durable state in a JetStream KV
+// bucket, one key per PR, updated only by compare-and-set on the entry's
+// revision so that concurrent services never overwrite each other's changes.
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+)
+
+// Bucket is the KV bucket holding PR state.
+const Bucket = "PRLOOP_PRS"
+
+// ErrNotFound says no state is recorded for the PR.
+var ErrNotFound = errors.New("no state recorded")
+
+// PR is the durable state of one watched pull request.
+type PR struct {
+	PR ghref.PR `json:"pr"`
+	// Status is the review status the poller last published.
+	Status events.Status `json:"status"`
+	// HeadSHA is the head commit the status applies to.
+	HeadSHA string `json:"head_sha"`
+	// HeadAnchor is when HeadSHA became the head as far as prloop knows: the
+	// head commit's committer date when watching began, the moment prloop
+	// first saw a new head, or the moment of a push prloop made itself.
+	// Review signals older than the anchor do not count.
+	HeadAnchor time.Time `json:"head_anchor"`
+	// LastPushAt is when prloop last pushed a fix to the PR.
+	LastPushAt time.Time `json:"last_push_at,omitempty"`
+	// WatchedSince is when watching began; the review timeout counts from it.
+	WatchedSince time.Time `json:"watched_since"`
+	// FixCycle counts the fixes prloop has pushed.
+	FixCycle int `json:"fix_cycle"`
+	// Transitions counts published status transitions; it makes each
+	// transition's event id unique and a retried publish a duplicate.
+	Transitions int `json:"transitions"`
+	// FeedbackHeadSHA is the head whose change request is being addressed;
+	// no second PRFeedbackReceived for it is published meanwhile.
+	FeedbackHeadSHA string `json:"feedback_head_sha,omitempty"`
+	// Worktree and ContextPath come from the watch request.
+	Worktree    string `json:"worktree,omitempty"`
+	ContextPath string `json:"context_path,omitempty"`
+	// Closed is set when the PR was closed or merged; watching stops.
+	Closed bool `json:"closed,omitempty"`
+	// Merged is set when the PR was merged (by prloop or not).
+	Merged bool `json:"merged,omitempty"`
+	// ReviewTimeoutSent records that ReviewTimeout was published.
+	ReviewTimeoutSent bool `json:"review_timeout_sent,omitempty"`
+	// Escalations maps reason codes to when the escalation was done.
+	Escalations map[events.Reason]time.Time `json:"escalations,omitempty"`
+	// LastEventID, LastEventType and LastEventAt describe the last event
+	// prloop published about the PR.
+	LastEventID   string      `json:"last_event_id,omitempty"`
+	LastEventType events.Type `json:"last_event_type,omitempty"`
+	LastEventAt   time.Time   `json:"last_event_at,omitempty"`
+	// UpdatedAt is when this record last changed.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Escalated reports whether any escalation is recorded.
+func (p PR) Escalated() bool { return len(p.Escalations) > 0 }
+
+// Key is the KV key of a PR: pr.<owner>.<repo>.<number> with the tokens
+// encoded as in event subjects.
+func Key(pr ghref.PR) string {
+	return "pr." + events.EncodeToken(pr.Owner) + "." + events.EncodeToken(pr.Repo) + "." + strconv.Itoa(pr.Number)
+}
+
+// KV is the part of jetstream.KeyValue the store uses.
+type KV interface {
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
+	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
+	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+	ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error)
+}
+
+var _ KV = (jetstream.KeyValue)(nil)
+
+// Store reads and updates PR state.
+type Store struct {
+	kv  KV
+	now func() time.Time
+}
+
+// BucketManager is the part of jetstream.JetStream that Ensure needs.
+type BucketManager interface {
+	CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error)
+}
+
+// Ensure creates or updates the bucket and returns a store on it.
+func Ensure(ctx context.Context, js BucketManager, replicas int) (*Store, error) {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      Bucket,
+		Description: "prloop per-PR state",
+		History:     5,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(1, replicas),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ensure kv bucket %s: %w", Bucket, err)
+	}
+	return NewStore(kv), nil
+}
+
+// NewStore returns a store on kv.
+func NewStore(kv KV) *Store { return &Store{kv: kv, now: time.Now} }
+
+// Get returns the PR's state and its revision, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, pr ghref.PR) (PR, uint64, error) {
+	e, err := s.kv.Get(ctx, Key(pr))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return PR{}, 0, fmt.Errorf("state of %s: %w", pr, ErrNotFound)
+	}
+	if err != nil {
+		return PR{}, 0, fmt.Errorf("read state of %s: %w", pr, err)
+	}
+	var p PR
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		return PR{}, 0, fmt.Errorf("decode state of %s (revision %d): %w", pr, e.Revision(), err)
+	}
+	return p, e.Revision(), nil
+}
+
+// ErrNoChange may be returned by an Update function to leave the record as it is.
+var ErrNoChange = errors.New("no change")
+
+// Update applies fn to the PR's state (a zero record with PR set when none
+// exists) and stores the result with compare-and-set, re-reading and
+// re-applying fn when another writer got there first. fn must be free of side
+// effects: it may run more than once. It returns the stored record, or the
+// unchanged one when fn returns ErrNoChange.
+func (s *Store) Update(ctx context.Context, pr ghref.PR, fn func(*PR) error) (PR, error) {
+	key := Key(pr)
+	for attempt := 0; ; attempt++ {
+		cur, rev, err := s.Get(ctx, pr)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return PR{}, err
+		}
+		if rev == 0 {
+			cur = PR{PR: pr}
+		}
+		next := cur
+		next.Escalations = cloneMap(cur.Escalations)
+		if err := fn(&next); err != nil {
+			if errors.Is(err, ErrNoChange) {
+				return cur, nil
+			}
+			return cur, err
+		}
+		next.UpdatedAt = s.now().UTC()
+		body, err := json.Marshal(next)
+		if err != nil {
+			return cur, fmt.Errorf("encode state of %s: %w", pr, err)
+		}
+		if rev == 0 {
+			_, err = s.kv.Create(ctx, key, body)
+		} else {
+			_, err = s.kv.Update(ctx, key, body, rev)
+		}
+		if err == nil {
+			return next, nil
+		}
+		if !isConflict(err) || attempt >= 50 {
+			return cur, fmt.Errorf("write state of %s: %w", pr, err)
+		}
+		if ctx.Err() != nil {
+			return cur, fmt.Errorf("write state of %s: %w", pr, ctx.Err())
+		}
+	}
+}
+
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrKeyExists) ||
+		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
+}
+
+// List returns every recorded PR state.
+func (s *Store) List(ctx context.Context) ([]PR, error) {
+	lister, err := s.kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list state keys: %w", err)
+	}
+	defer lister.Stop()
+	var out []PR
+	for key := range lister.Keys() {
+		e, err := s.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read state %s: %w", key, err)
+		}
+		var p PR
+		if err := json.Unmarshal(e.Value(), &p); err != nil {
+			return nil, fmt.Errorf("decode state %s: %w", key, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func cloneMap[K comparable, V any](m map[K]V) map[K]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[K]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

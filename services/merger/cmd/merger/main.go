@@ -1,0 +1,15 @@
+// Command merger runs prloop's merger service on its own, the unit of
+// deployment in production. Configuration comes from PRLOOP_* variables.
+package main
+
+import (
+	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/services/merger"
+)
+
+func main() {
+	var cfg merger.Config
+	app.Main(merger.Name, &cfg, func(rt *app.Runtime) ([]app.Service, error) {
+		return []app.Service{merger.New(rt, cfg)}, nil
+	})
+}
