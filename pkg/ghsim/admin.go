@@ -1,0 +1,448 @@
+package ghsim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prloop/prloop/pkg/ghref"
+)
+
+// AddUser creates a user (type "Bot" if isBot or the login ends in
+// "[bot]"); an existing user is left as it is.
+func (s *Sim) AddUser(login string, isBot bool) { s.ensureUser(login, isBot) }
+
+// AddToken makes token authenticate as login, creating the user if needed.
+func (s *Sim) AddToken(token, login string) {
+	u := s.ensureUser(login, false)
+	s.mu.Lock()
+	s.tokens[token] = u
+	s.mu.Unlock()
+}
+
+// CreateRepo creates a bare repository with one commit of files on "main",
+// the default branch. The owner becomes a user with admin permission.
+func (s *Sim) CreateRepo(owner, name string, files map[string]string) (ghref.Repo, error) {
+	ref := ghref.Repo{Owner: owner, Name: name}
+	if err := ref.Validate(); err != nil {
+		return ghref.Repo{}, fmt.Errorf("create repository: %w", err)
+	}
+	ou := s.ensureUser(owner, false)
+	now := s.Now()
+	dir := filepath.Join(s.dir, owner, name+".git")
+	s.mu.Lock()
+	if _, ok := s.repos[ref.Key()]; ok {
+		s.mu.Unlock()
+		return ghref.Repo{}, fmt.Errorf("create repository %s: already exists", ref)
+	}
+	rp := &repo{
+		ref: ref, id: s.newID(), owner: ou, dir: dir, created: now, defBranch: "main", pushed: now, updated: now,
+		perms: map[string]string{}, contributors: map[int64]bool{}, prs: map[int]*pr{}, nextNumber: 1,
+		labels: map[string]*label{}, statuses: map[string][]*commitStatus{}, checks: map[string][]*checkRun{},
+		merges: map[[2]string]mergeInfo{}, refs: map[string]refEntry{},
+	}
+	s.repos[ref.Key()] = rp // reserve the name while git runs
+	s.mu.Unlock()
+	fail := func(err error) (ghref.Repo, error) {
+		s.mu.Lock()
+		delete(s.repos, ref.Key())
+		s.mu.Unlock()
+		return ghref.Repo{}, fmt.Errorf("create repository %s: %w", ref, err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return fail(fmt.Errorf("%s already exists", dir))
+	}
+	if err := s.initBare(dir, "main"); err != nil {
+		return fail(err)
+	}
+	if len(files) == 0 {
+		files = map[string]string{"README.md": "# " + name + "\n"}
+	}
+	id := s.ident(ou, now)
+	c := fiCommit{ref: "refs/heads/main", author: id, committer: id, message: "Initial commit\n", files: files}
+	if err := s.fastImport(dir, []fiCommit{c}); err != nil {
+		return fail(err)
+	}
+	return ref, nil
+}
+
+// SetPermission grants login a permission on repo: admin, maintain, write,
+// triage, read or none.
+func (s *Sim) SetPermission(repo ghref.Repo, login, permission string) error {
+	if _, ok := permRank[permission]; !ok {
+		return fmt.Errorf("set permission of %s on %s: unknown permission %q", login, repo, permission)
+	}
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return err
+	}
+	s.ensureUser(login, false)
+	rp.mu.Lock()
+	rp.perms[strings.ToLower(login)] = permission
+	rp.ver++ // author_association may change
+	rp.mu.Unlock()
+	return nil
+}
+
+// PushCommit commits files to branch as author (creating the branch from
+// the default branch if absent) and returns the new sha. A file with ""
+// content is deleted. It is a real commit in the bare repository, so open
+// PRs on that branch see a push.
+func (s *Sim) PushCommit(repo ghref.Repo, branch, author string, files map[string]string, message string) (string, error) {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return "", err
+	}
+	if !validBranch(branch) {
+		return "", fmt.Errorf("push to %s: invalid branch name %q", repo, branch)
+	}
+	u := s.actor(rp, author)
+	now := s.Now()
+	rp.gitMu.Lock()
+	defer rp.gitMu.Unlock()
+	rp.mu.Lock()
+	from, ok := rp.readRef(branch)
+	if !ok {
+		from, ok = rp.readRef(rp.defBranch)
+	}
+	rp.mu.Unlock()
+	if !ok {
+		return "", fmt.Errorf("push to %s %s: default branch %s is missing", repo, branch, rp.defBranch)
+	}
+	if message == "" {
+		message = "Update files"
+	}
+	id := s.ident(u, now)
+	c := fiCommit{ref: "refs/heads/" + branch, from: from, author: id, committer: id, message: message + "\n", files: files}
+	if err := s.fastImport(rp.dir, []fiCommit{c}); err != nil {
+		return "", fmt.Errorf("push to %s %s: %w", repo, branch, err)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	sha, ok := rp.readRef(branch)
+	if !ok {
+		return "", fmt.Errorf("push to %s %s: branch missing after commit", repo, branch)
+	}
+	rp.pushed = now
+	rp.ver++
+	for _, p := range rp.order {
+		if p.headRef == branch || p.baseRef == branch {
+			rp.refreshLocked(p, now)
+		}
+	}
+	return sha, nil
+}
+
+// PRInput describes a pull request to open.
+type PRInput struct {
+	Title, Body string
+	Head        string // branch in the same repository
+	Base        string // default: the repository's default branch
+	Author      string
+	Draft       bool
+}
+
+func (s *Sim) prRef(rp *repo, p *pr) ghref.PR {
+	ref := rp.ref.PR(p.number)
+	if s.opts.BaseURL != "" {
+		ref.URL = rp.htmlURL(s.opts.BaseURL) + "/pull/" + strconv.Itoa(p.number)
+	}
+	return ref
+}
+
+// OpenPR opens a pull request from an existing branch.
+func (s *Sim) OpenPR(repo ghref.Repo, in PRInput) (ghref.PR, error) {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return ghref.PR{}, err
+	}
+	u := s.actor(rp, in.Author)
+	p, err := s.openPR(rp, openInput{title: in.Title, body: in.Body, head: in.Head, base: in.Base, draft: in.Draft, author: u}, s.Now())
+	if err != nil {
+		return ghref.PR{}, fmt.Errorf("open PR %s from %s: %w", repo, in.Head, err)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return s.prRef(rp, p), nil
+}
+
+// OpenPRs creates n branches, each one commit ahead of the default branch,
+// and opens a PR for each, in a single git process: for benchmarks.
+func (s *Sim) OpenPRs(repo ghref.Repo, n int, author string) ([]ghref.PR, error) {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return nil, nil
+	}
+	u := s.actor(rp, author)
+	now := s.Now()
+	rp.gitMu.Lock()
+	defer rp.gitMu.Unlock()
+	rp.mu.Lock()
+	base, ok := rp.readRef(rp.defBranch)
+	first := rp.nextNumber
+	rp.nextNumber += n // reserve the numbers
+	rp.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("open PRs in %s: default branch missing", repo)
+	}
+	id := s.ident(u, now)
+	commits := make([]fiCommit, n)
+	for i := range commits {
+		num := first + i
+		commits[i] = fiCommit{
+			ref: fmt.Sprintf("refs/heads/bulk/pr-%d", num), from: base, author: id, committer: id,
+			message: fmt.Sprintf("Bulk change %d\n", num),
+			files:   map[string]string{fmt.Sprintf("bulk/pr-%d.txt", num): fmt.Sprintf("change %d\n", num)},
+		}
+	}
+	if err := s.fastImport(rp.dir, commits); err != nil {
+		return nil, fmt.Errorf("open PRs in %s: %w", repo, err)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	out := make([]ghref.PR, 0, n)
+	for i := 0; i < n; i++ {
+		num := first + i
+		branch := fmt.Sprintf("bulk/pr-%d", num)
+		head, ok := rp.readRef(branch)
+		if !ok {
+			return out, fmt.Errorf("open PRs in %s: branch %s missing after import", repo, branch)
+		}
+		p := &pr{
+			number: num, id: s.newID(), issueID: s.newID(), user: u, title: fmt.Sprintf("Bulk change %d", num),
+			body: fmt.Sprintf("Generated pull request %d.", num), headRef: branch, baseRef: rp.defBranch,
+			headSHA: head, baseSHA: base, state: "open", created: now, updated: now,
+		}
+		rp.prs[num] = p
+		rp.order = append(rp.order, p)
+		rp.merges[[2]string{base, head}] = mergeInfo{ahead: 1, additions: 1, changedFiles: 1}
+		out = append(out, s.prRef(rp, p))
+	}
+	slices.SortFunc(rp.order, func(a, b *pr) int { return a.number - b.number })
+	rp.pushed = now
+	rp.ver++
+	return out, nil
+}
+
+// actor is the user an admin call acts as; "" means the repository owner.
+func (s *Sim) actor(rp *repo, login string) *user {
+	if login == "" {
+		return rp.owner
+	}
+	return s.ensureUser(login, false)
+}
+
+// ClosePR closes a pull request without merging it.
+func (s *Sim) ClosePR(ref ghref.PR) error {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return err
+	}
+	if err := s.setState(rp, p, nil, "closed", s.Now()); err != nil {
+		return fmt.Errorf("close %s: %w", ref, err)
+	}
+	return nil
+}
+
+// ReopenPR reopens a closed, unmerged pull request.
+func (s *Sim) ReopenPR(ref ghref.PR) error {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return err
+	}
+	if err := s.setState(rp, p, nil, "open", s.Now()); err != nil {
+		return fmt.Errorf("reopen %s: %w", ref, err)
+	}
+	return nil
+}
+
+// AddReaction reacts to the PR's body as login and returns the reaction id
+// (the existing one if login already reacted with content).
+func (s *Sim) AddReaction(ref ghref.PR, login, content string) (int64, error) {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return 0, err
+	}
+	r, _, err := s.addReaction(rp, p, s.actor(rp, login), content, s.Now())
+	if err != nil {
+		return 0, fmt.Errorf("react %q to %s: %w", content, ref, err)
+	}
+	return r.id, nil
+}
+
+// RemoveReaction deletes a reaction from the PR.
+func (s *Sim) RemoveReaction(ref ghref.PR, id int64) error {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return err
+	}
+	return s.removeReaction(rp, p, nil, id)
+}
+
+// AddIssueComment comments on the PR's conversation as login.
+func (s *Sim) AddIssueComment(ref ghref.PR, login, body string) (int64, error) {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return 0, err
+	}
+	c, err := s.addIssueComment(rp, p, s.actor(rp, login), body, s.Now())
+	if err != nil {
+		return 0, fmt.Errorf("comment on %s: %w", ref, err)
+	}
+	return c.id, nil
+}
+
+// ReviewCommentInput is one inline comment. Login, CommitID and InReplyTo
+// are used by AddReviewComment only (defaults: the repository owner and
+// the head sha).
+type ReviewCommentInput struct {
+	Path string
+	Line int
+	Body string
+	// Side is LEFT or RIGHT; default RIGHT.
+	Side      string
+	Login     string
+	CommitID  string
+	InReplyTo int64
+}
+
+// ReviewInput describes a submitted review.
+type ReviewInput struct {
+	Login string
+	// State is APPROVED, CHANGES_REQUESTED or COMMENTED (PENDING for an
+	// unsubmitted review).
+	State    string
+	Body     string
+	CommitID string // default: the head sha
+	Comments []ReviewCommentInput
+}
+
+// AddReview submits a review, creating its inline comments.
+func (s *Sim) AddReview(ref ghref.PR, in ReviewInput) (int64, error) {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return 0, err
+	}
+	ri := reviewIn{state: in.State, body: in.Body, commitID: in.CommitID}
+	for _, c := range in.Comments {
+		ri.comments = append(ri.comments, reviewCommentIn{path: c.Path, body: c.Body, side: c.Side, line: c.Line})
+	}
+	r, err := s.addReview(rp, p, s.actor(rp, in.Login), ri, s.Now())
+	if err != nil {
+		return 0, fmt.Errorf("review %s: %w", ref, err)
+	}
+	return r.id, nil
+}
+
+// AddReviewComment adds one inline comment as in.Login (wrapped, as on
+// GitHub, in a COMMENTED review of its own).
+func (s *Sim) AddReviewComment(ref ghref.PR, in ReviewCommentInput) (int64, error) {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return 0, err
+	}
+	c, err := s.addReviewComment(rp, p, s.actor(rp, in.Login),
+		reviewCommentIn{path: in.Path, body: in.Body, side: in.Side, line: in.Line, inReplyTo: in.InReplyTo}, in.CommitID, s.Now())
+	if err != nil {
+		return 0, fmt.Errorf("review comment on %s: %w", ref, err)
+	}
+	return c.id, nil
+}
+
+// SetStatus sets the commit status for context on sha (or a branch name):
+// pending, success, failure or error.
+func (s *Sim) SetStatus(repo ghref.Repo, sha, context, state string) error {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return err
+	}
+	if err := s.setStatus(rp, sha, context, state, s.Now()); err != nil {
+		return fmt.Errorf("set status %s on %s@%s: %w", context, repo, sha, err)
+	}
+	return nil
+}
+
+// SetCheckRun creates or updates the check run name on sha (or a branch):
+// status queued, in_progress or completed; conclusion when completed.
+func (s *Sim) SetCheckRun(repo ghref.Repo, sha, name, status, conclusion string) error {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return err
+	}
+	if err := s.setCheckRun(rp, sha, name, status, conclusion, s.Now()); err != nil {
+		return fmt.Errorf("set check run %s on %s@%s: %w", name, repo, sha, err)
+	}
+	return nil
+}
+
+// PRSnapshot is a PR's state, for assertions.
+type PRSnapshot struct {
+	Number         int
+	Title, Body    string
+	Author         string
+	HeadRef        string
+	HeadSHA        string
+	BaseRef        string
+	BaseSHA        string
+	State          string // open or closed
+	Draft          bool
+	Merged         bool
+	MergeCommitSHA string
+	Labels         []string
+	Reactions      int
+	Comments       int
+	ReviewComments int
+	Reviews        int
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ClosedAt       time.Time
+	MergedAt       time.Time
+}
+
+// PRInfo returns the PR's current state, having first noticed any push to
+// its branches.
+func (s *Sim) PRInfo(ref ghref.PR) (PRSnapshot, error) {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return PRSnapshot{}, err
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.refreshLocked(p, s.Now())
+	snap := PRSnapshot{
+		Number: p.number, Title: p.title, Body: p.body, Author: p.user.login, HeadRef: p.headRef, HeadSHA: p.headSHA,
+		BaseRef: p.baseRef, BaseSHA: p.baseSHA, State: p.state, Draft: p.draft, Merged: p.merged,
+		MergeCommitSHA: p.mergeSHA, Reactions: len(p.reactions), Comments: len(p.comments),
+		ReviewComments: len(p.rcomments), Reviews: len(p.reviews), CreatedAt: p.created, UpdatedAt: p.updated,
+		ClosedAt: p.closed, MergedAt: p.mergedAt,
+	}
+	for _, l := range p.labels {
+		snap.Labels = append(snap.Labels, l.name)
+	}
+	return snap, nil
+}
+
+// CloneURL returns the file:// URL git can clone and push to.
+func (s *Sim) CloneURL(repo ghref.Repo) string {
+	rp := s.repoOf(repo.Owner, repo.Name)
+	if rp == nil {
+		return ""
+	}
+	return s.cloneURL(rp)
+}
+
+// GitDir returns the bare repository's directory.
+func (s *Sim) GitDir(repo ghref.Repo) string {
+	rp := s.repoOf(repo.Owner, repo.Name)
+	if rp == nil {
+		return ""
+	}
+	return rp.dir
+}

@@ -1,0 +1,1104 @@
+package ghsim
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func (s *Sim) routes() {
+	s.mux = http.NewServeMux()
+	const r = "/repos/{owner}/{repo}"
+	s.handle("GET /rate_limit", func(c *reqCtx) *result { return s.rateLimitBody(c) })
+	s.handle("GET "+r, s.getRepo)
+	s.handle("GET "+r+"/pulls", s.listPulls)
+	s.handle("POST "+r+"/pulls", s.createPull)
+	s.handle("GET "+r+"/pulls/{number}", s.getPull)
+	s.handle("PATCH "+r+"/pulls/{number}", s.patchPull)
+	s.handle("GET "+r+"/pulls/comments", s.listRepoReviewComments)
+	s.handle("GET "+r+"/pulls/{number}/comments", s.listReviewComments)
+	s.handle("POST "+r+"/pulls/{number}/comments", s.createReviewComment)
+	s.handle("GET "+r+"/pulls/{number}/reviews", s.listReviews)
+	s.handle("POST "+r+"/pulls/{number}/reviews", s.createReview)
+	s.handle("GET "+r+"/pulls/{number}/merge", s.checkMerged)
+	s.handle("PUT "+r+"/pulls/{number}/merge", s.mergePull)
+	s.handle("PUT "+r+"/pulls/{number}/update-branch", s.updateBranchHandler)
+	s.handle("POST "+r+"/pulls/{number}/requested_reviewers", s.requestReviewersHandler)
+	s.handle("GET "+r+"/issues", s.listIssues)
+	s.handle("GET "+r+"/issues/comments", s.listRepoIssueComments)
+	s.handle("GET "+r+"/issues/{number}", s.getIssue)
+	s.handle("GET "+r+"/issues/{number}/comments", s.listIssueComments)
+	s.handle("POST "+r+"/issues/{number}/comments", s.createIssueComment)
+	s.handle("GET "+r+"/issues/{number}/reactions", s.listReactions)
+	s.handle("POST "+r+"/issues/{number}/reactions", s.createReaction)
+	s.handle("DELETE "+r+"/issues/{number}/reactions/{id}", s.deleteReaction)
+	s.handle("GET "+r+"/issues/{number}/labels", s.listLabels)
+	s.handle("POST "+r+"/issues/{number}/labels", s.addLabelsHandler)
+	s.handle("DELETE "+r+"/issues/{number}/labels/{name}", s.removeLabelHandler)
+	s.handle("GET /user", s.getUser)
+	s.handle("GET "+r+"/commits/{ref}", s.getCommit)
+	s.handle("GET "+r+"/commits/{ref}/status", s.combinedStatus)
+	s.handle("GET "+r+"/commits/{ref}/check-runs", s.checkRuns)
+	s.handle("GET "+r+"/collaborators/{username}/permission", s.permission)
+	s.handle("DELETE "+r+"/git/refs/{ref...}", s.deleteRef)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.serve(w, r, "NOT_FOUND", func(*reqCtx) *result { return notFound() })
+	})
+}
+
+// ---- request helpers ----
+
+func (c *reqCtx) repo() (*repo, *result) {
+	rp := c.s.repoOf(c.r.PathValue("owner"), c.r.PathValue("repo"))
+	if rp == nil {
+		return nil, notFound()
+	}
+	return rp, nil
+}
+
+func (c *reqCtx) pr() (*repo, *pr, *result) {
+	rp, res := c.repo()
+	if res != nil {
+		return nil, nil, res
+	}
+	n, ok := parseNumber(c.r.PathValue("number"))
+	if !ok {
+		return nil, nil, notFound()
+	}
+	rp.mu.Lock()
+	p := rp.prs[n]
+	rp.mu.Unlock()
+	if p == nil {
+		return nil, nil, notFound()
+	}
+	return rp, p, nil
+}
+
+// decode reads a JSON body into v; an empty body leaves v as it is.
+func (c *reqCtx) decode(v any) *result {
+	b, err := io.ReadAll(io.LimitReader(c.r.Body, 25<<20))
+	if err != nil {
+		return errResult(400, "Problems parsing JSON")
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return errResult(400, "Problems parsing JSON")
+	}
+	return nil
+}
+
+func (c *reqCtx) q(k string) string { return c.r.URL.Query().Get(k) }
+
+func (c *reqCtx) pageParams() (page, per int) {
+	q := c.r.URL.Query()
+	per, page = 30, 1
+	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
+		per = min(v, 100)
+	}
+	if v, err := strconv.Atoi(q.Get("page")); err == nil && v > 0 {
+		page = v
+	}
+	return page, per
+}
+
+func (c *reqCtx) pageURL(page, per int) string {
+	q := c.r.URL.Query()
+	q.Set("page", strconv.Itoa(page))
+	q.Set("per_page", strconv.Itoa(per))
+	return c.base + c.r.URL.EscapedPath() + "?" + q.Encode()
+}
+
+// window returns the bounds of the requested page over n items and the
+// Link header GitHub would send.
+func (c *reqCtx) window(n int) (start, end int, link string) {
+	page, per := c.pageParams()
+	start = min((page-1)*per, n)
+	end = min(start+per, n)
+	last := max(1, (n+per-1)/per)
+	var parts []string
+	if page > 1 {
+		parts = append(parts, `<`+c.pageURL(min(page-1, last), per)+`>; rel="prev"`)
+	}
+	if page < last {
+		parts = append(parts, `<`+c.pageURL(page+1, per)+`>; rel="next"`, `<`+c.pageURL(last, per)+`>; rel="last"`)
+	}
+	if page > 1 {
+		parts = append(parts, `<`+c.pageURL(1, per)+`>; rel="first"`)
+	}
+	return start, end, strings.Join(parts, ", ")
+}
+
+// paged renders the requested page of n items as a JSON array.
+func (c *reqCtx) paged(n int, item func(i int) json.RawMessage) *result {
+	start, end, link := c.window(n)
+	items := make([]json.RawMessage, 0, end-start)
+	size := 2 + end - start
+	for i := start; i < end; i++ {
+		it := item(i)
+		items = append(items, it)
+		size += len(it)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, '[')
+	for i, it := range items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, it...)
+	}
+	b = append(b, ']')
+	res := &result{status: 200, body: b}
+	if link != "" {
+		res.setHeader("Link", link)
+	}
+	return res
+}
+
+func marshal(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func (c *reqCtx) since() (time.Time, *result) {
+	v := c.q("since")
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, validation(jErrItem{Resource: "Issue", Field: "since", Code: "invalid"})
+	}
+	return t, nil
+}
+
+// desc reads direction with GitHub's per-endpoint default.
+func (c *reqCtx) desc(def bool) bool {
+	switch c.q("direction") {
+	case "asc":
+		return false
+	case "desc":
+		return true
+	}
+	return def
+}
+
+// ---- repository ----
+
+func (s *Sim) getRepo(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	for _, p := range rp.order {
+		rp.refreshLocked(p, c.now)
+	}
+	w := s.repoWire(rp, c.base)
+	one := 0
+	w.NetworkCount, w.SubscribersCount = &one, &one
+	res = jsonResult(200, w)
+	res.lastModified = rp.pushed
+	return res
+}
+
+// ---- pulls ----
+
+func (s *Sim) listPulls(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	state := c.q("state")
+	if state == "" {
+		state = "open"
+	}
+	if state != "open" && state != "closed" && state != "all" {
+		return validation(jErrItem{Resource: "PullRequest", Field: "state", Code: "invalid"})
+	}
+	sortBy := c.q("sort")
+	if sortBy == "" {
+		sortBy = "created"
+	}
+	desc := c.desc(sortBy == "created")
+	headF, baseF := c.q("head"), c.q("base")
+	headOwner, headRef := "", headF
+	if o, r, ok := strings.Cut(headF, ":"); ok {
+		headOwner, headRef = o, r
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	sel := make([]*pr, 0, len(rp.order))
+	for _, p := range rp.order {
+		rp.refreshLocked(p, c.now)
+		if state != "all" && p.state != state {
+			continue
+		}
+		if headF != "" && (p.headRef != headRef || headOwner != "" && !strings.EqualFold(headOwner, rp.ref.Owner)) {
+			continue
+		}
+		if baseF != "" && p.baseRef != baseF {
+			continue
+		}
+		sel = append(sel, p)
+	}
+	sortPRs(sel, sortBy, desc)
+	return c.paged(len(sel), func(i int) json.RawMessage { return s.pullSimpleJSON(rp, sel[i], c.base) })
+}
+
+func sortPRs(sel []*pr, by string, desc bool) {
+	key := func(p *pr) int64 {
+		switch by {
+		case "updated":
+			return p.updated.UnixNano()
+		case "popularity", "comments":
+			return int64(len(p.comments))
+		case "long-running":
+			return -p.created.UnixNano()
+		}
+		return p.created.UnixNano()
+	}
+	sort.SliceStable(sel, func(i, j int) bool {
+		a, b := key(sel[i]), key(sel[j])
+		if a == b {
+			if desc {
+				return sel[i].number > sel[j].number
+			}
+			return sel[i].number < sel[j].number
+		}
+		if desc {
+			return a > b
+		}
+		return a < b
+	})
+}
+
+func (s *Sim) fullPR(c *reqCtx, rp *repo, p *pr, status int) *result {
+	mi, err := s.mergeInfoFor(rp, p, c.now)
+	if err != nil {
+		s.log.Warn("ghsim: mergeability", "pr", p.number, "err", err)
+		mi = nil
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if mi != nil && [2]string{p.baseSHA, p.headSHA} != [2]string{} {
+		if cur, ok := rp.merges[[2]string{p.baseSHA, p.headSHA}]; ok {
+			mi = &cur // the branches moved while git ran; use the matching answer
+		}
+	}
+	res := &result{status: status, body: s.encodePull(rp, s.pullFull(rp, p, c.base, mi), c.base)}
+	res.lastModified = p.updated
+	return res
+}
+
+func (s *Sim) getPull(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	return s.fullPR(c, rp, p, 200)
+}
+
+func (s *Sim) createPull(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	var in struct {
+		Title string `json:"title"`
+		Head  string `json:"head"`
+		Base  string `json:"base"`
+		Body  string `json:"body"`
+		Draft bool   `json:"draft"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	if o, b, ok := strings.Cut(in.Head, ":"); ok {
+		if !strings.EqualFold(o, rp.ref.Owner) {
+			return validation(jErrItem{Resource: "PullRequest", Field: "head", Code: "invalid"})
+		}
+		in.Head = b
+	}
+	if in.Base == "" {
+		return validation(jErrItem{Resource: "PullRequest", Field: "base", Code: "missing_field"})
+	}
+	p, err := s.openPR(rp, openInput{title: in.Title, body: in.Body, head: in.Head, base: in.Base, draft: in.Draft, author: c.user}, c.now)
+	if err != nil {
+		return resultOf(err)
+	}
+	return s.fullPR(c, rp, p, 201)
+}
+
+func (s *Sim) patchPull(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	var in struct {
+		Title *string `json:"title"`
+		Body  *string `json:"body"`
+		State *string `json:"state"`
+		Base  *string `json:"base"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	rp.mu.Lock()
+	if p.user != c.user {
+		if err := rp.requirePerm(c.user, "write"); err != nil {
+			rp.mu.Unlock()
+			return resultOf(err)
+		}
+	}
+	rp.refreshLocked(p, c.now)
+	changed := false
+	if in.Title != nil && *in.Title != p.title {
+		if strings.TrimSpace(*in.Title) == "" {
+			rp.mu.Unlock()
+			return validation(jErrItem{Resource: "PullRequest", Field: "title", Code: "missing_field"})
+		}
+		p.title, changed = *in.Title, true
+	}
+	if in.Body != nil && *in.Body != p.body {
+		p.body, changed = *in.Body, true
+	}
+	if in.Base != nil && *in.Base != p.baseRef {
+		sha, ok := rp.readRef(*in.Base)
+		if !ok || p.state != "open" {
+			rp.mu.Unlock()
+			return validation(jErrItem{Resource: "PullRequest", Field: "base", Code: "invalid"})
+		}
+		p.baseRef, p.baseSHA, changed = *in.Base, sha, true
+	}
+	if changed {
+		p.touch(c.now)
+	}
+	if in.State != nil {
+		if err := rp.setStateLocked(p, nil, *in.State, c.now); err != nil {
+			rp.mu.Unlock()
+			return resultOf(err)
+		}
+	}
+	rp.mu.Unlock()
+	return s.fullPR(c, rp, p, 200)
+}
+
+func (s *Sim) checkMerged(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	rp.mu.Lock()
+	merged := p.merged
+	rp.mu.Unlock()
+	if merged {
+		return &result{status: 204}
+	}
+	return &result{status: 404}
+}
+
+func (s *Sim) mergePull(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	var in struct {
+		CommitTitle   string `json:"commit_title"`
+		CommitMessage string `json:"commit_message"`
+		SHA           string `json:"sha"`
+		MergeMethod   string `json:"merge_method"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	sha, err := s.merge(rp, p, c.user, mergeIn{method: in.MergeMethod, sha: in.SHA, title: in.CommitTitle, message: in.CommitMessage}, c.now)
+	if err != nil {
+		return resultOf(err)
+	}
+	return jsonResult(200, map[string]any{"sha": sha, "merged": true, "message": "Pull Request successfully merged"})
+}
+
+func (s *Sim) updateBranchHandler(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	var in struct {
+		ExpectedHeadSHA string `json:"expected_head_sha"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	if err := s.updateBranch(rp, p, c.user, in.ExpectedHeadSHA, c.now); err != nil {
+		return resultOf(err)
+	}
+	return jsonResult(202, map[string]string{
+		"message": "Updating pull request branch.",
+		"url":     webBase(c.base) + "/repos/" + rp.ref.String() + "/pulls/" + strconv.Itoa(p.number),
+	})
+}
+
+func (s *Sim) requestReviewersHandler(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	var in struct {
+		Reviewers     []string `json:"reviewers"`
+		TeamReviewers []string `json:"team_reviewers"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	if err := s.requestReviewers(rp, p, c.user, in.Reviewers, c.now); err != nil {
+		return resultOf(err)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return &result{status: 201, body: s.pullSimpleJSON(rp, p, c.base)}
+}
+
+// ---- issues ----
+
+func (s *Sim) listIssues(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	state := c.q("state")
+	if state == "" {
+		state = "open"
+	}
+	if state != "open" && state != "closed" && state != "all" {
+		return validation(jErrItem{Resource: "Issue", Field: "state", Code: "invalid"})
+	}
+	since, res := c.since()
+	if res != nil {
+		return res
+	}
+	var want []string
+	if l := c.q("labels"); l != "" {
+		for _, n := range strings.Split(l, ",") {
+			if n = strings.TrimSpace(n); n != "" {
+				want = append(want, n)
+			}
+		}
+	}
+	creator := c.q("creator")
+	sortBy := c.q("sort")
+	if sortBy == "" {
+		sortBy = "created"
+	}
+	desc := c.desc(true)
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	sel := make([]*pr, 0, len(rp.order))
+	for _, p := range rp.order {
+		rp.refreshLocked(p, c.now)
+		if state != "all" && p.state != state {
+			continue
+		}
+		if !since.IsZero() && p.updated.Before(since) {
+			continue
+		}
+		if creator != "" && !strings.EqualFold(creator, p.user.login) {
+			continue
+		}
+		if !hasLabels(p, want) {
+			continue
+		}
+		sel = append(sel, p)
+	}
+	sortPRs(sel, sortBy, desc)
+	return c.paged(len(sel), func(i int) json.RawMessage { return s.issueJSON(rp, sel[i], c.base) })
+}
+
+func hasLabels(p *pr, want []string) bool {
+	for _, w := range want {
+		if !slices.ContainsFunc(p.labels, func(l *label) bool { return strings.EqualFold(l.name, w) }) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Sim) getIssue(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.refreshLocked(p, c.now)
+	res = &result{status: 200, body: s.issueJSON(rp, p, c.base)}
+	res.lastModified = p.updated
+	return res
+}
+
+func (s *Sim) listIssueComments(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	since, res := c.since()
+	if res != nil {
+		return res
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	var sel []*issueComment
+	for _, ic := range p.comments {
+		if since.IsZero() || !ic.updated.Before(since) {
+			sel = append(sel, ic)
+		}
+	}
+	return c.paged(len(sel), func(i int) json.RawMessage { return marshal(issueCommentWire(rp, sel[i], c.base)) })
+}
+
+func (s *Sim) listRepoIssueComments(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	since, res := c.since()
+	if res != nil {
+		return res
+	}
+	sortBy := c.q("sort")
+	desc := sortBy != "" && c.desc(false)
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	var sel []*issueComment
+	for _, ic := range rp.icomments {
+		if since.IsZero() || !ic.updated.Before(since) {
+			sel = append(sel, ic)
+		}
+	}
+	sort.SliceStable(sel, func(i, j int) bool {
+		a, b := sel[i].created, sel[j].created
+		if sortBy == "updated" {
+			a, b = sel[i].updated, sel[j].updated
+		}
+		if a.Equal(b) {
+			return (sel[i].id < sel[j].id) != desc
+		}
+		return a.Before(b) != desc
+	})
+	return c.paged(len(sel), func(i int) json.RawMessage { return marshal(issueCommentWire(rp, sel[i], c.base)) })
+}
+
+func (s *Sim) createIssueComment(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	var in struct {
+		Body string `json:"body"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	ic, err := s.addIssueComment(rp, p, c.user, in.Body, c.now)
+	if err != nil {
+		return resultOf(err)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return jsonResult(201, issueCommentWire(rp, ic, c.base)).setHeader("Location", rp.apiURL(c.base)+"/issues/comments/"+itoa64(ic.id))
+}
+
+// ---- reactions ----
+
+func (s *Sim) listReactions(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	content := c.q("content")
+	if content != "" && !slices.Contains(reactionContents, content) {
+		return validation(jErrItem{Resource: "Reaction", Field: "content", Code: "invalid"})
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	var sel []*reaction
+	for _, r := range p.reactions {
+		if content == "" || r.content == content {
+			sel = append(sel, r)
+		}
+	}
+	return c.paged(len(sel), func(i int) json.RawMessage { return marshal(reactionWire(sel[i], c.base)) })
+}
+
+func (s *Sim) createReaction(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	var in struct {
+		Content string `json:"content"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	r, created, err := s.addReaction(rp, p, c.user, in.Content, c.now)
+	if err != nil {
+		return resultOf(err)
+	}
+	status := 200
+	if created {
+		status = 201
+	}
+	return jsonResult(status, reactionWire(r, c.base))
+}
+
+func (s *Sim) deleteReaction(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	id, err := strconv.ParseInt(c.r.PathValue("id"), 10, 64)
+	if err != nil {
+		return notFound()
+	}
+	if err := s.removeReaction(rp, p, c.user, id); err != nil {
+		return resultOf(err)
+	}
+	return &result{status: 204}
+}
+
+// ---- labels ----
+
+func (s *Sim) labelsResult(c *reqCtx, rp *repo, p *pr) *result {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	ls := labelsWire(rp, p.labels, c.base)
+	return c.paged(len(ls), func(i int) json.RawMessage { return marshal(ls[i]) })
+}
+
+func (s *Sim) listLabels(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	return s.labelsResult(c, rp, p)
+}
+
+// labelNames accepts every body shape GitHub does: {"labels": ["a"]},
+// ["a"], {"labels": [{"name": "a"}]} and [{"name": "a"}].
+func labelNames(raw json.RawMessage) ([]string, bool) {
+	var wrapped struct {
+		Labels json.RawMessage `json:"labels"`
+	}
+	if err := json.Unmarshal(raw, &wrapped); err == nil && wrapped.Labels != nil {
+		raw = wrapped.Labels
+	}
+	var names []string
+	if err := json.Unmarshal(raw, &names); err == nil {
+		return names, true
+	}
+	var objs []struct {
+		Name string `json:"name"`
+	}
+	if err := json.Unmarshal(raw, &objs); err == nil {
+		for _, o := range objs {
+			names = append(names, o.Name)
+		}
+		return names, true
+	}
+	return nil, false
+}
+
+func (s *Sim) addLabelsHandler(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	var raw json.RawMessage
+	if res := c.decode(&raw); res != nil {
+		return res
+	}
+	names, ok := labelNames(raw)
+	if !ok {
+		return validation(jErrItem{Resource: "Label", Field: "labels", Code: "invalid"})
+	}
+	if err := s.addLabels(rp, p, c.user, names, c.now); err != nil {
+		return resultOf(err)
+	}
+	return s.labelsResult(c, rp, p)
+}
+
+func (s *Sim) removeLabelHandler(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	if err := s.removeLabel(rp, p, c.user, c.r.PathValue("name"), c.now); err != nil {
+		return resultOf(err)
+	}
+	return s.labelsResult(c, rp, p)
+}
+
+// ---- review comments and reviews ----
+
+func (s *Sim) listReviewComments(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	return s.reviewCommentList(c, rp, p.rcomments)
+}
+
+func (s *Sim) listRepoReviewComments(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	return s.reviewCommentList(c, rp, nil)
+}
+
+func (s *Sim) reviewCommentList(c *reqCtx, rp *repo, of []*reviewComment) *result {
+	since, res := c.since()
+	if res != nil {
+		return res
+	}
+	sortBy := c.q("sort")
+	desc := sortBy != "" && c.desc(false)
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if of == nil {
+		of = rp.rcomments
+	}
+	var sel []*reviewComment
+	for _, rc := range of {
+		if since.IsZero() || !rc.updated.Before(since) {
+			sel = append(sel, rc)
+		}
+	}
+	sort.SliceStable(sel, func(i, j int) bool {
+		a, b := sel[i].created, sel[j].created
+		if sortBy == "updated" {
+			a, b = sel[i].updated, sel[j].updated
+		}
+		if a.Equal(b) {
+			return (sel[i].id < sel[j].id) != desc
+		}
+		return a.Before(b) != desc
+	})
+	return c.paged(len(sel), func(i int) json.RawMessage { return marshal(reviewCommentWire(rp, sel[i], c.base)) })
+}
+
+func (s *Sim) createReviewComment(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	var in struct {
+		Body      string `json:"body"`
+		CommitID  string `json:"commit_id"`
+		Path      string `json:"path"`
+		Line      int    `json:"line"`
+		Position  int    `json:"position"`
+		Side      string `json:"side"`
+		InReplyTo int64  `json:"in_reply_to"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	if in.Line == 0 {
+		in.Line = in.Position
+	}
+	rc, err := s.addReviewComment(rp, p, c.user, reviewCommentIn{path: in.Path, body: in.Body, side: in.Side, line: in.Line, inReplyTo: in.InReplyTo}, in.CommitID, c.now)
+	if err != nil {
+		return resultOf(err)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return jsonResult(201, reviewCommentWire(rp, rc, c.base))
+}
+
+func (s *Sim) listReviews(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	var sel []*review
+	for _, r := range p.reviews {
+		if r.state != "PENDING" || r.user == c.user {
+			sel = append(sel, r)
+		}
+	}
+	return c.paged(len(sel), func(i int) json.RawMessage { return marshal(reviewWire(rp, p, sel[i], c.base)) })
+}
+
+var reviewEvents = map[string]string{"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED", "": "PENDING"}
+
+func (s *Sim) createReview(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	var in struct {
+		CommitID string `json:"commit_id"`
+		Body     string `json:"body"`
+		Event    string `json:"event"`
+		Comments []struct {
+			Path     string `json:"path"`
+			Line     int    `json:"line"`
+			Position int    `json:"position"`
+			Side     string `json:"side"`
+			Body     string `json:"body"`
+		} `json:"comments"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	state, ok := reviewEvents[in.Event]
+	if !ok {
+		return resultOf(simpleErr("Invalid event: " + in.Event))
+	}
+	ri := reviewIn{state: state, body: in.Body, commitID: in.CommitID}
+	for _, cm := range in.Comments {
+		line := cm.Line
+		if line == 0 {
+			line = cm.Position
+		}
+		ri.comments = append(ri.comments, reviewCommentIn{path: cm.Path, body: cm.Body, side: cm.Side, line: line})
+	}
+	r, err := s.addReview(rp, p, c.user, ri, c.now)
+	if err != nil {
+		return resultOf(err)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return jsonResult(200, reviewWire(rp, p, r, c.base))
+}
+
+// ---- statuses, checks, permissions, refs ----
+
+func (s *Sim) combinedStatus(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	ref := c.r.PathValue("ref")
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	sha, ok := rp.resolveRef(ref)
+	if !ok {
+		return errResult(404, "No commit found for SHA: "+ref)
+	}
+	list := rp.statuses[sha]
+	state := "success"
+	if len(list) == 0 {
+		state = "pending"
+	}
+	u := rp.apiURL(c.base)
+	sts := make([]jStatus, 0, len(list))
+	for _, st := range list {
+		switch {
+		case st.state == "failure" || st.state == "error":
+			state = "failure"
+		case st.state == "pending" && state != "failure":
+			state = "pending"
+		}
+		sts = append(sts, jStatus{
+			URL: u + "/statuses/" + sha, AvatarURL: strp("https://avatars.githubusercontent.com/u/9919?v=4"), ID: st.id,
+			NodeID: nodeID("013:StatusContext", st.id), State: st.state, Description: strp(st.context + " " + st.state),
+			Context: st.context, CreatedAt: ts(st.created), UpdatedAt: ts(st.updated),
+		})
+	}
+	return jsonResult(200, jCombinedStatus{
+		State: state, Statuses: sts, SHA: sha, TotalCount: len(sts), Repository: s.repoJSON(rp, c.base),
+		CommitURL: u + "/commits/" + sha, URL: u + "/commits/" + sha + "/status",
+	})
+}
+
+func (s *Sim) checkRuns(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	ref := c.r.PathValue("ref")
+	nameF, statusF := c.q("check_name"), c.q("status")
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	sha, ok := rp.resolveRef(ref)
+	if !ok {
+		return errResult(404, "No commit found for SHA: "+ref)
+	}
+	var sel []*checkRun
+	for _, cr := range rp.checks[sha] {
+		if (nameF == "" || cr.name == nameF) && (statusF == "" || cr.status == statusF) {
+			sel = append(sel, cr)
+		}
+	}
+	u := rp.apiURL(c.base)
+	var prs []jMinPR
+	for _, p := range rp.order {
+		if p.state == "open" && p.headSHA == sha {
+			mr := jMinRepo{ID: rp.id, URL: u, Name: rp.ref.Name}
+			prs = append(prs, jMinPR{ID: p.id, Number: p.number, URL: u + "/pulls/" + strconv.Itoa(p.number),
+				Head: jMinBranch{Ref: p.headRef, SHA: p.headSHA, Repo: mr}, Base: jMinBranch{Ref: p.baseRef, SHA: p.baseSHA, Repo: mr}})
+		}
+	}
+	if prs == nil {
+		prs = []jMinPR{}
+	}
+	start, end, link := c.window(len(sel))
+	out := jCheckRuns{TotalCount: len(sel), CheckRuns: []jCheckRun{}}
+	app := s.appWire(c.base)
+	for _, cr := range sel[start:end] {
+		var concl *string
+		if cr.conclusion != "" {
+			concl = strp(cr.conclusion)
+		}
+		h := rp.htmlURL(c.base) + "/runs/" + itoa64(cr.id)
+		out.CheckRuns = append(out.CheckRuns, jCheckRun{
+			ID: cr.id, HeadSHA: cr.sha, NodeID: nodeID("08:CheckRun", cr.id), URL: u + "/check-runs/" + itoa64(cr.id),
+			HTMLURL: h, DetailsURL: strp(h), Status: cr.status, Conclusion: concl, StartedAt: tsp(cr.started),
+			CompletedAt: tsp(cr.completed), Name: cr.name, CheckSuite: &jCheckSuite{ID: cr.suiteID}, App: app,
+			Output:       jCheckOutput{AnnotationsURL: u + "/check-runs/" + itoa64(cr.id) + "/annotations"},
+			PullRequests: prs,
+		})
+	}
+	res = jsonResult(200, out)
+	if link != "" {
+		res.setHeader("Link", link)
+	}
+	return res
+}
+
+var legacyPerm = map[string]string{"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read", "none": "none"}
+
+func (s *Sim) permission(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	login := c.r.PathValue("username")
+	u := s.userByLogin(login)
+	if u == nil {
+		return errResult(404, login+" is not a user")
+	}
+	rp.mu.Lock()
+	perm := rp.permOf(u)
+	if p, ok := rp.perms[strings.ToLower(u.login)]; ok && p == "none" {
+		perm = "none"
+	}
+	rp.mu.Unlock()
+	w := u.wire(c.base)
+	w.RoleName = perm
+	return jsonResult(200, jPermission{Permission: legacyPerm[perm], RoleName: perm, User: w})
+}
+
+func (s *Sim) deleteRef(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	if err := s.deleteBranch(rp, c.user, c.r.PathValue("ref"), c.now); err != nil {
+		return resultOf(err)
+	}
+	return &result{status: 204}
+}
+
+// ---- user and commits ----
+
+// getUser serves GET /user: the token's own account.
+func (s *Sim) getUser(c *reqCtx) *result {
+	if c.user == nil {
+		return errResult(401, "Requires authentication")
+	}
+	return jsonResult(200, c.user.wire(c.base))
+}
+
+type jGitPerson struct {
+	Name  string `json:"name"`
+	Email string `json:"email"`
+	Date  string `json:"date"`
+}
+
+type jCommit struct {
+	SHA     string `json:"sha"`
+	NodeID  string `json:"node_id"`
+	URL     string `json:"url"`
+	HTMLURL string `json:"html_url"`
+	Commit  struct {
+		Author    jGitPerson `json:"author"`
+		Committer jGitPerson `json:"committer"`
+		Message   string     `json:"message"`
+		Tree      struct {
+			SHA string `json:"sha"`
+			URL string `json:"url"`
+		} `json:"tree"`
+		URL          string `json:"url"`
+		CommentCount int    `json:"comment_count"`
+	} `json:"commit"`
+	Author    json.RawMessage `json:"author"`
+	Committer json.RawMessage `json:"committer"`
+	Parents   []struct {
+		SHA string `json:"sha"`
+		URL string `json:"url"`
+	} `json:"parents"`
+}
+
+// getCommit serves GET /repos/{owner}/{repo}/commits/{ref} from the git
+// repository: prloop reads a head commit's committer date from it.
+func (s *Sim) getCommit(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	ref := c.r.PathValue("ref")
+	rp.mu.Lock()
+	sha, ok := rp.resolveRef(ref)
+	rp.mu.Unlock()
+	if !ok {
+		return errResult(422, "No commit found for SHA: "+ref)
+	}
+	out, err := s.git(rp.dir, nil, nil, "show", "-s", "--format=%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B", sha, "--")
+	if err != nil {
+		return errResult(422, "No commit found for SHA: "+ref)
+	}
+	f := strings.SplitN(out, "\x00", 10)
+	if len(f) < 10 {
+		return errResult(500, "Server Error")
+	}
+	u := rp.apiURL(c.base)
+	var w jCommit
+	w.SHA, w.NodeID = f[0], "C_"+f[0][:12]
+	w.URL, w.HTMLURL = u+"/commits/"+f[0], webBase(c.base)+"/"+rp.ref.String()+"/commit/"+f[0]
+	w.Commit.Tree.SHA, w.Commit.Tree.URL = f[1], u+"/git/trees/"+f[1]
+	w.Commit.Author = jGitPerson{Name: f[3], Email: f[4], Date: gitDate(f[5])}
+	w.Commit.Committer = jGitPerson{Name: f[6], Email: f[7], Date: gitDate(f[8])}
+	w.Commit.Message = strings.TrimRight(f[9], "\n")
+	w.Commit.URL = u + "/git/commits/" + f[0]
+	w.Author, w.Committer = json.RawMessage("null"), json.RawMessage("null")
+	for _, p := range strings.Fields(f[2]) {
+		w.Parents = append(w.Parents, struct {
+			SHA string `json:"sha"`
+			URL string `json:"url"`
+		}{SHA: p, URL: u + "/commits/" + p})
+	}
+	return jsonResult(200, w)
+}
+
+// gitDate renders git's ISO date as GitHub does: RFC 3339 in UTC.
+func gitDate(s string) string {
+	t, err := time.Parse(time.RFC3339, strings.TrimSpace(s))
+	if err != nil {
+		return s
+	}
+	return t.UTC().Format(time.RFC3339)
+}

@@ -1,0 +1,214 @@
+package github
+
+import (
+	"bytes"
+	"container/list"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+)
+
+// CacheHeader marks a response the cache produced from a 304: its value is
+// CacheRevalidated. The body is the remembered one; the rate-limit headers
+// are the 304's.
+const (
+	CacheHeader      = "X-Prloop-Cache"
+	CacheRevalidated = "revalidated"
+)
+
+// conditionalTransport makes every GET conditional. It remembers the ETag and
+// Last-Modified of each 200 per URL, Accept and credential, sends them as
+// If-None-Match / If-Modified-Since, and turns a 304 into the remembered 200
+// (marked with CacheHeader), because a 304 does not count against GitHub's
+// primary rate limit. It never answers from memory without asking: GitHub's
+// Cache-Control: max-age=60 would hide changes for a minute, and a poller
+// wants them now.
+//
+// It sits below the auth layer so it sees the Authorization header it keys on
+// (ETags are per token), and keeps only a hash of it.
+type conditionalTransport struct {
+	next  http.RoundTripper
+	cache *lruCache
+}
+
+var _ http.RoundTripper = (*conditionalTransport)(nil)
+
+func (t *conditionalTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || t.cache == nil {
+		return t.next.RoundTrip(req)
+	}
+	key := cacheKey(req)
+	ent := t.cache.get(key)
+	if ent != nil && req.Header.Get("If-None-Match") == "" && req.Header.Get("If-Modified-Since") == "" {
+		req = req.Clone(req.Context())
+		if ent.etag != "" {
+			req.Header.Set("If-None-Match", ent.etag)
+		}
+		if ent.lastModified != "" {
+			req.Header.Set("If-Modified-Since", ent.lastModified)
+		}
+	} else {
+		ent = nil // the caller's own validators: pass their answer through
+	}
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusNotModified:
+		if ent == nil {
+			return resp, nil
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return ent.response(resp), nil
+	case http.StatusOK:
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		if e := newEntry(key, resp.Header, body); e != nil {
+			t.cache.put(e)
+		} else {
+			t.cache.remove(key)
+		}
+		return resp, nil
+	case http.StatusNotFound, http.StatusGone, http.StatusUnauthorized:
+		t.cache.remove(key)
+	}
+	return resp, nil
+}
+
+// cacheKey varies on URL, Accept and the credential's identity.
+func cacheKey(req *http.Request) string {
+	id := ""
+	if a := req.Header.Get("Authorization"); a != "" {
+		sum := sha256.Sum256([]byte(a))
+		id = hex.EncodeToString(sum[:12])
+	}
+	return req.URL.String() + "\x00" + req.Header.Get("Accept") + "\x00" + id
+}
+
+type cacheEntry struct {
+	key          string
+	etag         string
+	lastModified string
+	header       http.Header
+	body         []byte
+	size         int64
+}
+
+// newEntry returns nil for a response not worth keeping: no validator to
+// revalidate with, or a JSON body that does not parse (so a retry after a
+// decode error fetches it afresh).
+func newEntry(key string, h http.Header, body []byte) *cacheEntry {
+	e := &cacheEntry{key: key, etag: h.Get("ETag"), lastModified: h.Get("Last-Modified"), header: h.Clone(), body: body}
+	if e.etag == "" && e.lastModified == "" {
+		return nil
+	}
+	if mt, _, _ := mime.ParseMediaType(h.Get("Content-Type")); strings.HasSuffix(mt, "json") && !json.Valid(body) {
+		return nil
+	}
+	e.size = int64(len(key) + len(body))
+	for k, vs := range e.header {
+		for _, v := range vs {
+			e.size += int64(len(k) + len(v))
+		}
+	}
+	return e
+}
+
+// response builds the 200 that a 304 stands for: remembered body and
+// representation headers, the 304's other headers (rate limits, Date, a new
+// ETag), marked as revalidated.
+func (e *cacheEntry) response(notModified *http.Response) *http.Response {
+	h := e.header.Clone()
+	for k, vs := range notModified.Header {
+		switch k {
+		case "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding", "Link":
+			continue
+		}
+		h[k] = append([]string(nil), vs...)
+	}
+	h.Set(CacheHeader, CacheRevalidated)
+	h.Del("Content-Length")
+	return &http.Response{
+		Status:        "200 OK",
+		StatusCode:    http.StatusOK,
+		Proto:         notModified.Proto,
+		ProtoMajor:    notModified.ProtoMajor,
+		ProtoMinor:    notModified.ProtoMinor,
+		Header:        h,
+		Body:          io.NopCloser(bytes.NewReader(e.body)),
+		ContentLength: int64(len(e.body)),
+		Request:       notModified.Request,
+		TLS:           notModified.TLS,
+	}
+}
+
+// lruCache is bounded by bytes (bodies, headers and keys), least recently
+// used first out.
+type lruCache struct {
+	mu    sync.Mutex
+	max   int64
+	size  int64
+	order *list.List // front = most recent; values *cacheEntry
+	items map[string]*list.Element
+}
+
+func newLRU(maxBytes int64) *lruCache {
+	return &lruCache{max: maxBytes, order: list.New(), items: map[string]*list.Element{}}
+}
+
+func (c *lruCache) get(key string) *cacheEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[key]
+	if !ok {
+		return nil
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*cacheEntry)
+}
+
+func (c *lruCache) put(e *cacheEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeLocked(e.key)
+	if e.size > c.max {
+		return
+	}
+	c.items[e.key] = c.order.PushFront(e)
+	c.size += e.size
+	for c.size > c.max {
+		c.removeLocked(c.order.Back().Value.(*cacheEntry).key)
+	}
+}
+
+func (c *lruCache) remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeLocked(key)
+}
+
+func (c *lruCache) removeLocked(key string) {
+	if el, ok := c.items[key]; ok {
+		c.order.Remove(el)
+		delete(c.items, key)
+		c.size -= el.Value.(*cacheEntry).size
+	}
+}
+
+// stats returns the number of entries and bytes held.
+func (c *lruCache) stats() (int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.items), c.size
+}

@@ -1,0 +1,488 @@
+// Package github is the one GitHub REST client every prloop service uses.
+//
+// It wraps go-github with what a long-running poller needs: conditional
+// requests on every GET (a 304 costs no primary quota), full pagination,
+// rate-limit waits, retries with backoff that never repeat a write that could
+// have acted, typed errors, and counters. Methods take ghref identities and
+// return go-github types, except where GitHub's JSON carries more than
+// go-github decodes (Issue, Reaction).
+//
+// Layers, outermost first: retries and rate limits → auth (token or GitHub
+// App installation, API host only) → conditional cache → net/http.
+package github
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
+	gh "github.com/google/go-github/v66/github"
+)
+
+// Options are the hooks and knobs that are not configuration: tests inject a
+// fake clock and sleep, services attach logs and metrics.
+type Options struct {
+	// Logger receives retries, waits and auth source; default slog.Default().
+	Logger *slog.Logger
+	// Observer, if set, is told about every HTTP attempt.
+	Observer Observer
+	// Transport is the innermost RoundTripper; default http.DefaultTransport.
+	Transport http.RoundTripper
+	// Backoff returns the wait before retry n (1-based); default DefaultBackoff.
+	Backoff func(n int) time.Duration
+	// Sleep waits; default DefaultSleep. Tests record the durations instead.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the clock for rate-limit resets; default time.Now.
+	Now func() time.Time
+	// MaxRateLimitWaits is how many rate-limit waits one request may do
+	// before giving up with *RateLimitError; default 3.
+	MaxRateLimitWaits int
+	// UserAgent is sent with every request; default "prloop".
+	UserAgent string
+}
+
+// Client is safe for concurrent use. Create it with New.
+type Client struct {
+	gh      *gh.Client
+	baseURL *url.URL
+	token   Secret // for redaction of echoed text; empty with App auth
+	cache   *lruCache
+	log     *slog.Logger
+	obs     Observer
+
+	timeout           time.Duration
+	maxRetries        int
+	maxWait           time.Duration
+	maxRateLimitWaits int
+	backoff           func(int) time.Duration
+	sleep             func(context.Context, time.Duration) error
+	now               func() time.Time
+
+	requests, notModified, retries, rateLimitWaits atomic.Int64
+	routes                                         routeCounters
+
+	rateMu sync.Mutex
+	rates  map[string]RateLimit
+}
+
+// New builds a client from cfg. Auth is GitHub App installation auth when
+// cfg configures it, else cfg.Token, else ResolveToken (GITHUB_TOKEN, GH_TOKEN,
+// `gh auth token`). ctx bounds only the token lookup.
+func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	base, err := normalizeAPIURL(cfg.APIURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envAPIURL, err)
+	}
+	c := &Client{
+		baseURL:           base,
+		log:               opts.Logger,
+		obs:               opts.Observer,
+		timeout:           cfg.RequestTimeout,
+		maxRetries:        cfg.MaxRetries,
+		maxWait:           cfg.MaxRateLimitWait,
+		maxRateLimitWaits: opts.MaxRateLimitWaits,
+		backoff:           opts.Backoff,
+		sleep:             opts.Sleep,
+		now:               opts.Now,
+		rates:             map[string]RateLimit{},
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	c.log = c.log.With("component", "github")
+	if c.timeout == 0 {
+		c.timeout = DefaultRequestTimeout
+	}
+	switch {
+	case c.maxRetries == 0:
+		c.maxRetries = DefaultMaxRetries
+	case c.maxRetries < 0:
+		c.maxRetries = 0
+	}
+	switch {
+	case c.maxWait == 0:
+		c.maxWait = DefaultMaxRateLimitWait
+	case c.maxWait < 0:
+		c.maxWait = -1
+	}
+	if c.maxRateLimitWaits <= 0 {
+		c.maxRateLimitWaits = 3
+	}
+	if c.backoff == nil {
+		c.backoff = DefaultBackoff
+	}
+	if c.sleep == nil {
+		c.sleep = DefaultSleep
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	switch {
+	case cfg.CacheMaxBytes == 0:
+		c.cache = newLRU(DefaultCacheMaxBytes)
+	case cfg.CacheMaxBytes > 0:
+		c.cache = newLRU(cfg.CacheMaxBytes)
+	}
+
+	inner := opts.Transport
+	if inner == nil {
+		inner = http.DefaultTransport
+	}
+	var layer http.RoundTripper = inner
+	if c.cache != nil {
+		layer = &conditionalTransport{next: inner, cache: c.cache}
+	}
+	if cfg.UsesApp() {
+		itr, err := ghinstallation.NewKeyFromFile(layer, cfg.AppID, cfg.AppInstallationID, cfg.AppPrivateKeyPath)
+		if err != nil {
+			return nil, fmt.Errorf("%s: load GitHub App key: %w", envKeyPath, err)
+		}
+		itr.BaseURL = strings.TrimSuffix(base.String(), "/")
+		layer = &hostGuard{host: base.Host, auth: itr, plain: layer}
+		c.log.Info("github auth", "source", "app", "app_id", cfg.AppID, "installation_id", cfg.AppInstallationID)
+	} else {
+		tok, source := cfg.Token, "config"
+		if tok == "" {
+			tok, source, err = ResolveToken(ctx)
+			if err != nil {
+				return nil, err
+			}
+		}
+		c.token = tok
+		layer = &tokenTransport{token: tok, host: base.Host, next: layer}
+		c.log.Info("github auth", "source", source, "api_url", base.String())
+	}
+	hc := &http.Client{Transport: &retryTransport{c: c, next: layer}}
+	c.gh = gh.NewClient(hc)
+	c.gh.BaseURL = base
+	c.gh.UserAgent = opts.UserAgent
+	if c.gh.UserAgent == "" {
+		c.gh.UserAgent = "prloop"
+	}
+	return c, nil
+}
+
+// String names the API without credentials.
+func (c *Client) String() string { return "github.Client{" + c.baseURL.String() + "}" }
+
+// GoString is String, so %#v cannot print the token either.
+func (c *Client) GoString() string { return c.String() }
+
+// BaseURL returns the API root, with a trailing slash.
+func (c *Client) BaseURL() string { return c.baseURL.String() }
+
+// WebURL returns the web root matching the API: https://github.com for
+// api.github.com, https://HOST for GitHub Enterprise's https://HOST/api/v3/,
+// and the API root itself otherwise (a simulator).
+func (c *Client) WebURL() string {
+	u := *c.baseURL
+	switch {
+	case strings.EqualFold(u.Host, "api.github.com"):
+		return "https://github.com"
+	case strings.HasSuffix(u.Path, "/api/v3/"):
+		u.Path = strings.TrimSuffix(u.Path, "api/v3/")
+	}
+	return strings.TrimSuffix(u.String(), "/")
+}
+
+// GitHub returns the underlying go-github client for calls this package does
+// not wrap. Its requests go through the same retries, cache and counters;
+// its errors are go-github's, not this package's typed ones.
+func (c *Client) GitHub() *gh.Client { return c.gh }
+
+// RouteOutcome keys Stats.Routes.
+type RouteOutcome struct {
+	// Route is the templated request, e.g. "GET /repos/{owner}/{repo}/pulls".
+	Route   string
+	Outcome Outcome
+}
+
+// Stats are the client's counters since New.
+type Stats struct {
+	// Requests is HTTP attempts sent, retries included.
+	Requests int64
+	// NotModified is attempts answered 304 (served from the cache).
+	NotModified int64
+	// Retries is attempts that repeated an earlier one: after a 5xx, a network
+	// error, a timeout, a rate limit or a malformed body.
+	Retries int64
+	// RateLimitWaits is sleeps for a rate limit (a subset of the reasons for
+	// Retries, plus waits before sending when the quota was known spent).
+	RateLimitWaits int64
+	// Routes counts attempts per route and outcome.
+	Routes map[RouteOutcome]int64
+	// CacheEntries and CacheBytes describe the conditional-request cache.
+	CacheEntries int
+	CacheBytes   int64
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Client) Stats() Stats {
+	s := Stats{
+		Requests:       c.requests.Load(),
+		NotModified:    c.notModified.Load(),
+		Retries:        c.retries.Load(),
+		RateLimitWaits: c.rateLimitWaits.Load(),
+		Routes:         c.routes.snapshot(),
+	}
+	if c.cache != nil {
+		s.CacheEntries, s.CacheBytes = c.cache.stats()
+	}
+	return s
+}
+
+func (c *Client) observe(route string, status int, o Outcome) {
+	c.routes.add(RouteOutcome{Route: route, Outcome: o})
+	if c.obs != nil {
+		c.obs.OnRequest(route, status, o)
+	}
+}
+
+// RateLimits returns the latest rate-limit state per resource ("core",
+// "search" …) seen in response headers. No request is made.
+func (c *Client) RateLimits() map[string]RateLimit {
+	c.rateMu.Lock()
+	defer c.rateMu.Unlock()
+	out := make(map[string]RateLimit, len(c.rates))
+	for k, v := range c.rates {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *Client) rateLimit(resource string) (RateLimit, bool) {
+	c.rateMu.Lock()
+	defer c.rateMu.Unlock()
+	rl, ok := c.rates[resource]
+	return rl, ok
+}
+
+// forgetSpent marks a spent quota as unknown after waiting for its reset, so
+// the next request goes out and brings fresh numbers.
+func (c *Client) forgetSpent(resource string) {
+	c.rateMu.Lock()
+	defer c.rateMu.Unlock()
+	if rl, ok := c.rates[resource]; ok && rl.Remaining == 0 {
+		rl.Remaining = -1
+		c.rates[resource] = rl
+	}
+}
+
+func (c *Client) recordRate(resp *http.Response) {
+	h := resp.Header
+	rem, err := strconv.Atoi(h.Get("X-RateLimit-Remaining"))
+	if err != nil {
+		return
+	}
+	rl := RateLimit{Resource: h.Get("X-RateLimit-Resource"), Remaining: rem, Observed: c.now()}
+	if rl.Resource == "" {
+		rl.Resource = resourceFor(resp.Request.URL.Path)
+	}
+	rl.Limit, _ = strconv.Atoi(h.Get("X-RateLimit-Limit"))
+	rl.Used, _ = strconv.Atoi(h.Get("X-RateLimit-Used"))
+	rl.Reset, _ = parseUnix(h.Get("X-RateLimit-Reset"))
+	c.rateMu.Lock()
+	c.rates[rl.Resource] = rl
+	c.rateMu.Unlock()
+}
+
+// maxPages stops a pagination loop that never ends (a server whose next link
+// points back): 1000 pages of 100 is far beyond any list prloop reads.
+const maxPages = 1000
+
+// doJSON sends one request through go-github and decodes the answer into a
+// fresh T. A GET whose 200 body does not decode is fetched once more (the
+// cache never keeps invalid JSON) before a *DecodeError is returned.
+func doJSON[T any](ctx context.Context, c *Client, method, u string, body any, idempotent bool) (T, *gh.Response, error) {
+	for try := 1; ; try++ {
+		var v T
+		resp, err := c.send(ctx, method, u, body, &v, idempotent)
+		var de *DecodeError
+		if errors.As(err, &de) && method == http.MethodGet && try == 1 {
+			c.retries.Add(1)
+			c.log.Warn("github response did not decode, fetching again", "route", de.Route, "error", de.Err)
+			continue
+		}
+		return v, resp, err
+	}
+}
+
+// send is the single place requests go out, and where errors become typed.
+func (c *Client) send(ctx context.Context, method, u string, body, v any, idempotent bool) (*gh.Response, error) {
+	req, err := c.gh.NewRequest(method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: build request: %w", method, pathOnly(u), err)
+	}
+	if _, ok := ctx.Value(callInfoKey{}).(*callInfo); !ok {
+		ctx, _ = withCall(ctx, idempotent)
+	}
+	resp, err := c.gh.Do(ctx, req, v)
+	if err == nil {
+		return resp, nil
+	}
+	var accepted *gh.AcceptedError
+	if errors.As(err, &accepted) {
+		// 202: GitHub queued the work (update-branch). Not an error.
+		if v != nil && len(accepted.Raw) > 0 {
+			if derr := json.Unmarshal(accepted.Raw, v); derr != nil {
+				return resp, c.decodeError(req, derr)
+			}
+		}
+		return resp, nil
+	}
+	return resp, c.translate(req, err)
+}
+
+// translate turns go-github and transport errors into this package's typed
+// errors, naming the request by method and path, and scrubbing the token from
+// any text the server echoed.
+func (c *Client) translate(req *http.Request, err error) error {
+	method, path := req.Method, req.URL.Path
+	var er *gh.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		ae := APIError{
+			Method:           method,
+			Path:             path,
+			Status:           er.Response.StatusCode,
+			Message:          c.scrub(er.Message),
+			DocumentationURL: er.DocumentationURL,
+			kind:             kindForStatus(er.Response.StatusCode),
+		}
+		if ae.Status == http.StatusUnprocessableEntity {
+			ve := &ValidationError{APIError: ae, Errors: append([]gh.Error(nil), er.Errors...)}
+			for i := range ve.Errors {
+				ve.Errors[i].Message = c.scrub(ve.Errors[i].Message)
+			}
+			return ve
+		}
+		return &ae
+	}
+	var rle *RateLimitError
+	if errors.As(err, &rle) {
+		return rle
+	}
+	var ghRate *gh.RateLimitError
+	if errors.As(err, &ghRate) {
+		return &RateLimitError{Method: method, Path: path, Resource: "core", Reset: ghRate.Rate.Reset.Time}
+	}
+	var ghAbuse *gh.AbuseRateLimitError
+	if errors.As(err, &ghAbuse) {
+		return &RateLimitError{Method: method, Path: path, Secondary: true, Wait: ghAbuse.GetRetryAfter()}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // its text repeats the full URL
+	}
+	if isDecodeErr(err) {
+		return c.decodeError(req, err)
+	}
+	return fmt.Errorf("%s %s: %w", method, path, err)
+}
+
+func (c *Client) decodeError(req *http.Request, err error) error {
+	return &DecodeError{Method: req.Method, Path: req.URL.Path, Route: routeOf(req.Method, c.baseURL.Path, req.URL.Path), Err: err}
+}
+
+func isDecodeErr(err error) bool {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &se) || errors.As(err, &te) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// scrub removes the token from text a server sent back.
+func (c *Client) scrub(s string) string {
+	if t := c.token.Reveal(); len(t) >= 4 {
+		s = strings.ReplaceAll(s, t, redacted)
+	}
+	return s
+}
+
+func pathOnly(u string) string {
+	if i := strings.IndexByte(u, '?'); i >= 0 {
+		return u[:i]
+	}
+	return u
+}
+
+// paginate GETs u and every page its Link rel="next" headers lead to, calling
+// each with every decoded page. Every page is its own conditional request.
+func paginate[P any](ctx context.Context, c *Client, u string, each func(P)) error {
+	for page := 1; u != ""; page++ {
+		if page > maxPages {
+			return fmt.Errorf("GET %s: more than %d pages, giving up", pathOnly(u), maxPages)
+		}
+		v, resp, err := doJSON[P](ctx, c, http.MethodGet, u, nil, true)
+		if err != nil {
+			return err
+		}
+		each(v)
+		next, err := c.nextLink(resp)
+		if err != nil {
+			return err
+		}
+		if next == u {
+			return fmt.Errorf("GET %s: next page link points to itself", pathOnly(u))
+		}
+		u = next
+	}
+	return nil
+}
+
+// listAll collects every page of a JSON array.
+func listAll[T any](ctx context.Context, c *Client, u string) ([]T, error) {
+	var all []T
+	err := paginate(ctx, c, u, func(page []T) { all = append(all, page...) })
+	return all, err
+}
+
+// nextLink returns the rel="next" URL of a response, if any. It must point
+// at the API host: the token is not sent elsewhere.
+func (c *Client) nextLink(resp *gh.Response) (string, error) {
+	if resp == nil || resp.Response == nil {
+		return "", nil
+	}
+	for _, link := range resp.Header.Values("Link") {
+		for _, part := range strings.Split(link, ",") {
+			segs := strings.Split(part, ";")
+			if len(segs) < 2 {
+				continue
+			}
+			target := strings.TrimSpace(segs[0])
+			if !strings.HasPrefix(target, "<") || !strings.HasSuffix(target, ">") {
+				continue
+			}
+			isNext := false
+			for _, p := range segs[1:] {
+				if strings.EqualFold(strings.ReplaceAll(strings.TrimSpace(p), " ", ""), `rel="next"`) || strings.TrimSpace(p) == "rel=next" {
+					isNext = true
+				}
+			}
+			if !isNext {
+				continue
+			}
+			next, err := c.baseURL.Parse(target[1 : len(target)-1])
+			if err != nil {
+				return "", fmt.Errorf("GET %s: bad next page link: %w", resp.Request.URL.Path, err)
+			}
+			if !strings.EqualFold(next.Host, c.baseURL.Host) || next.Scheme != c.baseURL.Scheme {
+				return "", fmt.Errorf("GET %s: next page link leaves the API host (%s), refusing to follow", resp.Request.URL.Path, next.Host)
+			}
+			return next.String(), nil
+		}
+	}
+	return "", nil
+}
