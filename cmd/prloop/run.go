@@ -41,8 +41,11 @@ func (c *allConfig) Validate() error {
 func runAll(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prloop run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	withSim := fs.Bool("sim", false, "run against an in-process GitHub simulator with a demo repository instead of GitHub (no token needed)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: prloop run\n\nRuns the poller, feedback, merger and escalator services in one process.\n\nEnvironment:\n")
+		fmt.Fprint(stderr, "Usage: prloop run [-sim]\n\nRuns the poller, feedback, merger and escalator services in one process,\nagainst GitHub (GITHUB_TOKEN or GH_TOKEN or 'gh auth token', PRLOOP_REPOS)\nor, with -sim, against a local GitHub simulator.\n\nFlags:\n")
+		fs.PrintDefaults()
+		fmt.Fprint(stderr, "\nEnvironment:\n")
 		fmt.Fprint(stderr, config.Usage(&poller.Config{}, &feedback.Config{}, &merger.Config{}, &escalator.Config{}))
 	}
 	if err := fs.Parse(args); err != nil {
@@ -52,10 +55,21 @@ func runAll(ctx context.Context, args []string, stderr io.Writer) error {
 		fs.Usage()
 		return fmt.Errorf("%w: prloop run takes no arguments, got %q", errUsage, fs.Args())
 	}
+	if *withSim {
+		stopSim, err := startSim(stderr)
+		if err != nil {
+			return err
+		}
+		defer stopSim()
+	}
 	cfg := &allConfig{}
-	return app.Run(ctx, "prloop", cfg, stderr, func(rt *app.Runtime) ([]app.Service, error) {
+	return app.Run(ctx, "prloop", cfg, stderr, func(ctx context.Context, rt *app.Runtime) ([]app.Service, error) {
+		p, err := poller.FromRuntime(ctx, rt, cfg.Poller)
+		if err != nil {
+			return nil, err
+		}
 		return []app.Service{
-			poller.New(rt, cfg.Poller),
+			p,
 			feedback.New(rt, cfg.Feedback),
 			merger.New(rt, cfg.Merger),
 			escalator.New(rt, cfg.Escalator),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/prloop/prloop/services/escalator"
@@ -58,6 +60,7 @@ func TestServiceBinaries_ShutDownOnSIGTERM(t *testing.T) {
 		{name: merger.Name, types: merger.Types},
 		{name: escalator.Name, types: escalator.Types},
 	}
+	gh := startTestSim(t)
 	for _, svc := range services {
 		t.Run(svc.name, func(t *testing.T) {
 			t.Parallel()
@@ -71,9 +74,9 @@ func TestServiceBinaries_ShutDownOnSIGTERM(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			p := proctest.Start(t, bin, []string{
-				"PRLOOP_NATS_URL=" + conn.URL, "PRLOOP_LOG_FORMAT=json", "PRLOOP_HTTP_ADDR=127.0.0.1:0",
-			})
+			p := proctest.Start(t, bin, append(gh.env(),
+				"PRLOOP_NATS_URL="+conn.URL, "PRLOOP_LOG_FORMAT=json", "PRLOOP_HTTP_ADDR=127.0.0.1:0",
+			))
 			cons := natstest.Consumer(t, conn.JS, svc.name)
 			require.Eventually(t, func() bool {
 				info, err := cons.Info(ctx)
@@ -105,8 +108,8 @@ func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 	bin := proctest.Build(t, "./cmd/prloop")
 	p := proctest.Start(t, bin, []string{
 		"PRLOOP_DATA_DIR=" + t.TempDir(), "PRLOOP_NATS_PORT=-1", "PRLOOP_LOG_FORMAT=json",
-		"PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_NATS_URL=",
-	}, "run")
+		"PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_NATS_URL=", "PRLOOP_REPOS=",
+	}, "run", "-sim")
 	urlRE := regexp.MustCompile(`"msg":"embedded nats ready".*?"url":"(nats://[^"]+)"`)
 	var url string
 	require.Eventually(t, func() bool {
@@ -146,4 +149,25 @@ func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 	exited, err = p.Wait(10 * time.Second)
 	require.True(t, exited, "prloop run still running 10s after Ctrl-C")
 	require.NoError(t, err)
+}
+
+// simEnv is a GitHub simulator served to the binaries under test.
+type simEnv struct {
+	url, token string
+}
+
+func (s simEnv) env() []string {
+	return []string{"PRLOOP_GITHUB_API_URL=" + s.url, "GITHUB_TOKEN=" + s.token, "GH_TOKEN=", "PRLOOP_GITHUB_LOGIN=" + ghsim.DemoPrloop}
+}
+
+func startTestSim(t *testing.T) simEnv {
+	t.Helper()
+	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir(), RealClock: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sim.Close() })
+	demo, err := ghsim.SeedDemo(sim)
+	require.NoError(t, err)
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	return simEnv{url: srv.URL, token: demo.Tokens[ghsim.DemoPrloop]}
 }

@@ -82,8 +82,9 @@ func (rt *Runtime) ConsumerReady(durable string) func(ctx context.Context) error
 	}
 }
 
-// BuildFunc builds the services to run from the runtime.
-type BuildFunc func(rt *Runtime) ([]Service, error)
+// BuildFunc builds the services to run from the runtime. ctx is cancelled
+// on shutdown; builders may use it for start-up requests.
+type BuildFunc func(ctx context.Context, rt *Runtime) ([]Service, error)
 
 // Main is a service binary's main: it runs Run with the process's signals
 // and exits non-zero with the error on stderr when Run fails.
@@ -111,7 +112,7 @@ func Run(ctx context.Context, name string, cfg Config, logOut io.Writer, build B
 	if err != nil {
 		return err
 	}
-	services, err := build(rt)
+	services, err := build(ctx, rt)
 	if err != nil {
 		_ = rt.Close(context.Background())
 		return fmt.Errorf("start %s: %w", name, err)

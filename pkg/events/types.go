@@ -2,6 +2,7 @@ package events
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prloop/prloop/pkg/ghref"
 )
@@ -139,8 +140,11 @@ type FeedbackAddressed struct {
 	Base
 	PreviousHeadSHA string `json:"previous_head_sha"`
 	FixCycle        int    `json:"fix_cycle"`
-	Actor           string `json:"actor,omitempty"`
-	Detail          string `json:"detail,omitempty"`
+	// PushedAt is when prloop pushed the fix: review signals older than it
+	// do not count on the new head.
+	PushedAt time.Time `json:"pushed_at,omitempty"`
+	Actor    string    `json:"actor,omitempty"`
+	Detail   string    `json:"detail,omitempty"`
 }
 
 // ReviewApproved says HeadSHA was approved.

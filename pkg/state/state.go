@@ -47,6 +47,25 @@ type PR struct {
 	// FeedbackHeadSHA is the head whose change request is being addressed;
 	// no second PRFeedbackReceived for it is published meanwhile.
 	FeedbackHeadSHA string `json:"feedback_head_sha,omitempty"`
+	// PushedHeadSHA and PushedAt record prloop's own last push (from
+	// PRFeedbackAddressed): when the poller sees that head, its anchor is the
+	// push moment rather than the moment of observation.
+	PushedHeadSHA string    `json:"pushed_head_sha,omitempty"`
+	PushedAt      time.Time `json:"pushed_at,omitempty"`
+	// Author is the PR's author, whose signals never count.
+	Author string `json:"author,omitempty"`
+	// MissingReviewers are the quorum reviewers that had not responded on
+	// the head at the last evaluation.
+	MissingReviewers []string `json:"missing_reviewers,omitempty"`
+	// WorkflowFailedHead is the head for which a failed review workflow was
+	// escalated, so it is escalated once per head.
+	WorkflowFailedHead string `json:"workflow_failed_head,omitempty"`
+	// Fingerprint summarises what the last probe saw of the PR (head,
+	// updated_at, comment count, reactions); an unchanged fingerprint means
+	// nothing to fetch, across restarts too.
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// ClosedAt is when the PR was seen closed.
+	ClosedAt time.Time `json:"closed_at,omitempty"`
 	// Worktree and ContextPath come from the watch request.
 	Worktree    string `json:"worktree,omitempty"`
 	ContextPath string `json:"context_path,omitempty"`

@@ -1,51 +1,376 @@
-// Package poller is prloop's poller service: it watches pull requests and turns review signals into status transitions.
+// Package poller is prloop's poller service: it watches pull requests, turns
+// review signals into a status with package review, and publishes a
+// CloudEvent on every transition. It is the only service that decides review
+// state.
 //
-// This is the service's skeleton: it connects, ensures its durable consumer
-// and acknowledges what it receives. Its real work lands in a later change.
+// Polling is cheap by design. Each repository is probed once per interval
+// with two conditional list requests that cover all its open PRs at once:
+// the open-issues list (every PR's updated_at, comment count and reactions
+// rollup) and the open-pulls list (head SHAs). A 304 costs no rate limit.
+// Only PRs whose probe summary changed are fetched in detail (reactions,
+// comments since the head's anchor, reviews, inline comments), also
+// conditionally. Webhooks, when configured, trigger an evaluation at once;
+// reactions have no webhook, so the probe is what detects emoji.
 package poller
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
 
-	"github.com/prloop/prloop/pkg/app"
-	"github.com/prloop/prloop/pkg/config"
+	gh "github.com/google/go-github/v66/github"
+
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/review"
+	"github.com/prloop/prloop/pkg/state"
 )
 
 // Name is the service's name: its durable consumer, its event source
 // (/prloop/poller) and its log attribute.
 const Name = "poller"
 
-// Config is the poller service's configuration, read from PRLOOP_* variables.
-type Config struct {
-	config.Common
+// Types are the event types the poller consumes: watch commands, and the
+// other services' news that changes what it must publish next.
+var Types = []events.Type{
+	events.TypeWatchRequested, events.TypeFeedbackAddressed,
+	events.TypeEscalationRequested, events.TypeMerged,
 }
 
-// Validate checks the configuration.
-func (c Config) Validate() error { return c.Common.Validate() }
+// GitHub is the part of the GitHub client the poller uses.
+type GitHub interface {
+	review.Source
+	ListIssues(ctx context.Context, repo ghref.Repo, opts github.IssueListOptions) ([]*github.Issue, error)
+	ListPulls(ctx context.Context, repo ghref.Repo, state string) ([]*gh.PullRequest, error)
+	GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error)
+	GetCommitDate(ctx context.Context, repo ghref.Repo, sha string) (time.Time, error)
+	GetPermission(ctx context.Context, repo ghref.Repo, login string) (string, error)
+}
 
-// Types are the event types the service consumes.
-var Types = []events.Type{events.TypeWatchRequested, events.TypeFeedbackAddressed, events.TypeEscalated, events.TypeMerged}
+var _ GitHub = (*github.Client)(nil)
 
-// Service is the poller service.
+// Store is the part of the state store the poller uses.
+type Store interface {
+	Get(ctx context.Context, pr ghref.PR) (state.PR, uint64, error)
+	Update(ctx context.Context, pr ghref.PR, fn func(*state.PR) error) (state.PR, error)
+	List(ctx context.Context) ([]state.PR, error)
+}
+
+var _ Store = (*state.Store)(nil)
+
+// MergedChecker tells whether prloop published PRMerged for a PR, so that a
+// merge prloop made is not reported as PRClosed even when the probe sees it
+// before the PRMerged event reaches the poller's consumer.
+type MergedChecker func(ctx context.Context, pr ghref.PR) (bool, error)
+
+// Deps are the poller's dependencies.
+type Deps struct {
+	GitHub GitHub
+	Store  Store
+	JS     events.JetStreamConsumer
+	Merged MergedChecker
+	Log    *slog.Logger
+	// Self is prloop's own GitHub login.
+	Self string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Service is the poller.
 type Service struct {
-	js  events.JetStreamConsumer
-	log *slog.Logger
+	cfg    Config
+	d      Deps
+	emit   *events.Emitter
+	auth   *review.Authorization
+	policy review.Policy
+	timing Timing
+	sem    chan struct{}
+
+	mu      sync.Mutex
+	repos   map[string]*repoWatch
+	started bool
+	runCtx  context.Context
+	wg      sync.WaitGroup
 }
 
-// New builds the service from the runtime.
-func New(rt *app.Runtime, _ Config) *Service {
-	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
-	return &Service{js: rt.JS, log: rt.Log.With("component", Name)}
+// repoWatch is one repository's watch: its PRs and its probe loop.
+type repoWatch struct {
+	repo     ghref.Repo
+	discover bool
+	kick     chan struct{}
+
+	mu      sync.Mutex
+	prs     map[int]bool // watched PR numbers
+	pending map[int]bool // PRs to evaluate at once (webhook, events)
+	heads   map[string][]int
+	// memo holds each watched PR's last stored state; only loop touches it.
+	memo map[int]state.PR
 }
 
-// Run consumes events until ctx is done.
+// New builds the poller.
+func New(cfg Config, d Deps) *Service {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	s := &Service{
+		cfg:    cfg,
+		d:      d,
+		emit:   events.NewEmitter(d.JS, Name),
+		auth:   review.NewAuthorization(cfg.Reviewers, d.GitHub.GetPermission, cfg.PermissionCacheTTL),
+		policy: cfg.Policy(d.Self),
+		timing: Timing{ReviewTimeout: cfg.ReviewTimeout},
+		sem:    make(chan struct{}, max(1, cfg.PollConcurrency)),
+		repos:  map[string]*repoWatch{},
+	}
+	for _, r := range cfg.Repos {
+		if repo, err := ghref.ParseRepo(r); err == nil {
+			s.repo(repo).discover = true
+		}
+	}
+	return s
+}
+
+// Run restores the watch set from the state bucket, consumes events and
+// probes every watched repository until ctx is done.
 func (s *Service) Run(ctx context.Context) error {
-	return events.Consume(ctx, s.js, events.ConsumerConfig{Durable: Name, Types: Types, Logger: s.log}, s.handle)
+	recs, err := s.d.Store.List(ctx)
+	if err != nil {
+		return fmt.Errorf("restore watched PRs: %w", err)
+	}
+	restored := 0
+	for _, r := range recs {
+		if r.Closed && s.d.Now().Sub(r.ClosedAt) > reopenWindow {
+			continue
+		}
+		rw := s.watch(r.PR)
+		rw.memo[r.PR.Number] = r
+		restored++
+	}
+	s.d.Log.Info("poller started", "restored", restored, "repos", len(s.repos), "interval", s.cfg.PollInterval)
+
+	s.mu.Lock()
+	s.started, s.runCtx = true, ctx
+	for _, rw := range s.repos {
+		s.startLoop(rw)
+	}
+	s.mu.Unlock()
+
+	err = events.Consume(ctx, s.d.JS, events.ConsumerConfig{Durable: Name, Types: Types, Logger: s.d.Log, Concurrency: 2}, s.handle)
+	s.wg.Wait()
+	return err
 }
 
-func (s *Service) handle(_ context.Context, m *events.Msg) error {
-	s.log.Info("event received", "pr", m.Data.Ref().String(), "type", m.Event.Type(), "id", m.Event.ID())
+// reopenWindow is how long a closed PR stays watched so that reopening it
+// resumes the loop.
+const reopenWindow = 7 * 24 * time.Hour
+
+func (s *Service) repo(r ghref.Repo) *repoWatch {
+	key := r.Key()
+	rw, ok := s.repos[key]
+	if !ok {
+		rw = &repoWatch{repo: r, kick: make(chan struct{}, 1), prs: map[int]bool{}, pending: map[int]bool{}, memo: map[int]state.PR{}}
+		s.repos[key] = rw
+	}
+	return rw
+}
+
+// watch adds pr to the watch set and starts its repository's loop.
+func (s *Service) watch(pr ghref.PR) *repoWatch {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rw := s.repo(pr.RepoRef())
+	rw.mu.Lock()
+	rw.prs[pr.Number] = true
+	rw.mu.Unlock()
+	if s.started {
+		s.startLoop(rw)
+	}
+	return rw
+}
+
+// Kick asks for an immediate evaluation of pr (webhooks, events).
+func (s *Service) Kick(pr ghref.PR) {
+	s.mu.Lock()
+	rw, ok := s.repos[pr.RepoRef().Key()]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	rw.mu.Lock()
+	if !rw.prs[pr.Number] && !rw.discover {
+		rw.mu.Unlock()
+		return
+	}
+	rw.pending[pr.Number] = true
+	rw.mu.Unlock()
+	select {
+	case rw.kick <- struct{}{}:
+	default:
+	}
+}
+
+// KickHead asks for an evaluation of the watched PRs whose head is sha
+// (commit status webhooks name a commit, not a PR).
+func (s *Service) KickHead(repo ghref.Repo, sha string) {
+	s.mu.Lock()
+	rw, ok := s.repos[repo.Key()]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	rw.mu.Lock()
+	nums := append([]int(nil), rw.heads[sha]...)
+	rw.mu.Unlock()
+	for _, n := range nums {
+		s.Kick(repo.PR(n))
+	}
+}
+
+// startLoop starts rw's probe loop once; s.mu is held.
+func (s *Service) startLoop(rw *repoWatch) {
+	if rw.heads != nil {
+		return // running
+	}
+	rw.heads = map[string][]int{}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.loop(s.runCtx, rw)
+	}()
+}
+
+// loop probes rw once per interval, starting at a random offset so that
+// repositories spread over the interval, and evaluates kicked PRs at once.
+// All work on one repository happens here, so a PR is never evaluated twice
+// at the same time by one poller.
+func (s *Service) loop(ctx context.Context, rw *repoWatch) {
+	log := s.d.Log.With("repo", rw.repo.String())
+	timer := time.NewTimer(rand.N(s.cfg.PollInterval))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			if err := s.probe(ctx, rw, log); err != nil && ctx.Err() == nil {
+				log.Warn("probe failed; retrying next interval", "err", err)
+			}
+			timer.Reset(jitter(s.cfg.PollInterval))
+		case <-rw.kick:
+			rw.mu.Lock()
+			nums := make([]int, 0, len(rw.pending))
+			for n := range rw.pending {
+				nums = append(nums, n)
+			}
+			clear(rw.pending)
+			rw.mu.Unlock()
+			for _, n := range nums {
+				pr := rw.repo.PR(n)
+				if err := s.evaluateFetched(ctx, rw, pr, log.With("pr", pr.String())); err != nil && ctx.Err() == nil {
+					log.Warn("evaluation failed", "pr", pr.String(), "err", err)
+				}
+			}
+		}
+	}
+}
+
+// jitter returns d ± 10%, so repositories that started together drift apart.
+func jitter(d time.Duration) time.Duration {
+	return d - d/10 + rand.N(d/5+1)
+}
+
+// acquire bounds concurrent GitHub work.
+func (s *Service) acquire(ctx context.Context) (func(), error) {
+	select {
+	case s.sem <- struct{}{}:
+		return func() { <-s.sem }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// ErrNotWatched is returned for events about PRs the poller does not track.
+var ErrNotWatched = errors.New("not watched")
+
+// handle applies other services' events to the PR's state and re-evaluates.
+func (s *Service) handle(ctx context.Context, m *events.Msg) error {
+	pr := m.Data.Ref()
+	log := s.d.Log.With("pr", pr.String())
+	switch d := m.Data.(type) {
+	case *events.WatchRequested:
+		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
+			if d.Worktree != "" {
+				p.Worktree = d.Worktree
+			}
+			if d.ContextPath != "" {
+				p.ContextPath = d.ContextPath
+			}
+			if p.PR.URL == "" {
+				p.PR.URL = pr.URL
+			}
+			if p.WatchedSince.IsZero() {
+				p.WatchedSince = s.d.Now()
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		log.Info("watching", "worktree", d.Worktree, "context", d.ContextPath)
+		s.watch(pr)
+	case *events.FeedbackAddressed:
+		pushedAt := d.PushedAt
+		if pushedAt.IsZero() {
+			pushedAt = m.Event.Time()
+		}
+		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
+			p.FixCycle = max(p.FixCycle, d.FixCycle)
+			p.PushedHeadSHA, p.PushedAt, p.LastPushAt = d.HeadSHA, pushedAt, pushedAt
+			if p.FeedbackHeadSHA == d.PreviousHeadSHA {
+				p.FeedbackHeadSHA = ""
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		s.watch(pr)
+	case *events.EscalationRequested:
+		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
+			if p.FeedbackHeadSHA == "" || p.FeedbackHeadSHA != d.HeadSHA {
+				return state.ErrNoChange
+			}
+			p.FeedbackHeadSHA = "" // the change request is a human's now
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		return nil // a new evaluation would find the same status: nothing to kick
+	case *events.Merged:
+		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
+			p.Merged, p.Closed = true, true
+			if p.ClosedAt.IsZero() {
+				p.ClosedAt = s.d.Now()
+			}
+			return nil
+		})
+		return err
+	default:
+		return nil
+	}
+	s.Kick(pr)
 	return nil
 }
+
+// isBotLogin reports logins GitHub gives to apps.
+func isBotLogin(login string) bool { return strings.HasSuffix(login, "[bot]") }

@@ -3,13 +3,15 @@
 package main
 
 import (
+	"context"
+
 	"github.com/prloop/prloop/pkg/app"
 	"github.com/prloop/prloop/services/escalator"
 )
 
 func main() {
 	var cfg escalator.Config
-	app.Main(escalator.Name, &cfg, func(rt *app.Runtime) ([]app.Service, error) {
+	app.Main(escalator.Name, &cfg, func(_ context.Context, rt *app.Runtime) ([]app.Service, error) {
 		return []app.Service{escalator.New(rt, cfg)}, nil
 	})
 }

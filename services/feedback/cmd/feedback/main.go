@@ -3,13 +3,15 @@
 package main
 
 import (
+	"context"
+
 	"github.com/prloop/prloop/pkg/app"
 	"github.com/prloop/prloop/services/feedback"
 )
 
 func main() {
 	var cfg feedback.Config
-	app.Main(feedback.Name, &cfg, func(rt *app.Runtime) ([]app.Service, error) {
+	app.Main(feedback.Name, &cfg, func(_ context.Context, rt *app.Runtime) ([]app.Service, error) {
 		return []app.Service{feedback.New(rt, cfg)}, nil
 	})
 }

@@ -3,13 +3,19 @@
 package main
 
 import (
+	"context"
+
 	"github.com/prloop/prloop/pkg/app"
 	"github.com/prloop/prloop/services/poller"
 )
 
 func main() {
 	var cfg poller.Config
-	app.Main(poller.Name, &cfg, func(rt *app.Runtime) ([]app.Service, error) {
-		return []app.Service{poller.New(rt, cfg)}, nil
+	app.Main(poller.Name, &cfg, func(ctx context.Context, rt *app.Runtime) ([]app.Service, error) {
+		s, err := poller.FromRuntime(ctx, rt, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return []app.Service{s}, nil
 	})
 }

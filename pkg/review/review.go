@@ -1,0 +1,243 @@
+// Package review decides a pull request's review status from the signals
+// reviewers leave on it. It is pure: the poller and the feedback service
+// gather the signals from GitHub and call it, so both apply the same rules.
+//
+// Three protocols can be enabled together; the status is the strongest
+// verdict across them, by the precedence
+// approved > in_progress > changes_requested > pending:
+//
+//   - emoji: reactions on the PR itself. 👀 (eyes) means in review, 👍 (+1)
+//     approved; comments from reviewers with neither mean changes requested.
+//   - reviews: GitHub's native reviews; each reviewer's latest APPROVED or
+//     CHANGES_REQUESTED review on the current head counts.
+//   - quorum: a set of bot reviewers that must all respond on the current
+//     head; any actionable finding (an inline comment, or a review that
+//     requests changes) means changes requested, none means approved.
+//
+// Rules naive review bots get wrong and this package gets right:
+//
+//   - Signals are anchored to the head: only those newer than the head's
+//     anchor count (for reviews, also commit_id equal to the head SHA), so a
+//     comment already answered by a pushed fix does not ask for it again and
+//     a 👍 given before the latest push does not approve it.
+//   - Only authorized reviewers count; the PR's author and prloop's own
+//     account never do; bots only when named in the quorum.
+package review
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prloop/prloop/pkg/events"
+)
+
+// Protocol names a review protocol.
+type Protocol string
+
+// The review protocols (PRLOOP_REVIEW_PROTOCOLS).
+const (
+	ProtocolEmoji   Protocol = "emoji"
+	ProtocolReviews Protocol = "reviews"
+	ProtocolQuorum  Protocol = "quorum"
+)
+
+// User is the author of a signal.
+type User struct {
+	Login string
+	// Bot is set for GitHub App and bot accounts (type "Bot" or a login
+	// ending in "[bot]").
+	Bot bool
+}
+
+// IsBot reports whether u is a bot, by account type or by login.
+func (u User) IsBot() bool { return u.Bot || strings.HasSuffix(u.Login, "[bot]") }
+
+// Reaction is an emoji reaction on the PR.
+type Reaction struct {
+	ID        int64
+	Content   string // "+1", "eyes", …
+	User      User
+	CreatedAt time.Time
+}
+
+// Comment is a PR conversation comment (an issue comment).
+type Comment struct {
+	ID        int64
+	User      User
+	Body      string
+	CreatedAt time.Time
+	URL       string
+}
+
+// Review is a native GitHub review.
+type Review struct {
+	ID          int64
+	User        User
+	State       string // APPROVED, CHANGES_REQUESTED, COMMENTED, DISMISSED, PENDING
+	Body        string
+	CommitID    string
+	SubmittedAt time.Time
+	URL         string
+}
+
+// ReviewComment is an inline comment on the diff.
+type ReviewComment struct {
+	ID        int64
+	ReviewID  int64
+	User      User
+	Path      string
+	Line      int
+	Body      string
+	DiffHunk  string
+	CommitID  string
+	CreatedAt time.Time
+	InReplyTo int64
+	URL       string
+}
+
+// Signals is everything reviewers left on one PR.
+type Signals struct {
+	Reactions      []Reaction
+	Comments       []Comment
+	Reviews        []Review
+	ReviewComments []ReviewComment
+}
+
+// Reviewer is a required quorum reviewer: a login, and optionally a marker
+// text its comments carry (several bots may post as github-actions[bot]).
+type Reviewer struct {
+	Login  string
+	Marker string
+}
+
+// String renders "login" or "login/marker", as PRLOOP_REQUIRED_REVIEWERS does.
+func (r Reviewer) String() string {
+	if r.Marker == "" {
+		return r.Login
+	}
+	return r.Login + "/" + r.Marker
+}
+
+// ParseReviewers parses PRLOOP_REQUIRED_REVIEWERS: comma-separated entries
+// of "login" or "login/marker text".
+func ParseReviewers(s string) []Reviewer {
+	var out []Reviewer
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		login, marker, _ := strings.Cut(part, "/")
+		out = append(out, Reviewer{Login: strings.TrimSpace(login), Marker: strings.TrimSpace(marker)})
+	}
+	return out
+}
+
+// Policy is what the evaluation needs to know besides the signals.
+type Policy struct {
+	Protocols []Protocol
+	// Quorum lists the required bot reviewers for the quorum protocol.
+	Quorum []Reviewer
+	// FailurePatterns mark a quorum reviewer's comment as a failed review
+	// workflow (case-insensitive substrings).
+	FailurePatterns []string
+	// ApprovalSurvivesPush lets a 👍 or an APPROVED review given on an
+	// earlier head approve the current one.
+	ApprovalSurvivesPush bool
+	// Self is prloop's own login; its signals never count.
+	Self string
+}
+
+// DefaultFailurePatterns are the texts that mark a review bot's failure.
+var DefaultFailurePatterns = []string{"API Error", "Timeout", "503", "workflow failed"}
+
+// Head is the state of the PR that signals are judged against.
+type Head struct {
+	SHA string
+	// Anchor is when SHA became the head; older signals do not count.
+	Anchor time.Time
+	// Author is the PR's author, whose signals never count.
+	Author string
+}
+
+// Authorizer decides whether a human's signals count. Evaluate calls it only
+// for non-bot users other than the PR's author and prloop itself; the
+// caller decides on PRLOOP_REVIEWERS or repository permission.
+type Authorizer func(login string) bool
+
+// Item is one piece of feedback: a comment, an inline comment or a review
+// body that asks for changes.
+type Item struct {
+	Kind      string // "comment", "review_comment", "review"
+	ID        int64
+	Author    string
+	Path      string
+	Line      int
+	Body      string
+	DiffHunk  string
+	CreatedAt time.Time
+	URL       string
+}
+
+// Item kinds.
+const (
+	KindComment       = "comment"
+	KindReviewComment = "review_comment"
+	KindReview        = "review"
+)
+
+// Location is "path:line" for inline items, "" otherwise.
+func (it Item) Location() string {
+	if it.Path == "" {
+		return ""
+	}
+	if it.Line <= 0 {
+		return it.Path
+	}
+	return it.Path + ":" + strconv.Itoa(it.Line)
+}
+
+// QuorumResult says how the quorum stands.
+type QuorumResult struct {
+	Responded []string
+	Missing   []string
+	// Failed lists reviewers whose comment matched a failure pattern, with
+	// the matching text.
+	Failed map[string]string
+}
+
+// Verdict is the evaluation's outcome.
+type Verdict struct {
+	Status events.Status
+	// Actor is who caused the status (the approver, the 👀 reviewer …).
+	Actor string
+	// Approvers lists everyone whose approval counts.
+	Approvers []string
+	// Feedback holds the change requests, deduplicated, oldest first.
+	Feedback []Item
+	// Quorum is set when the quorum protocol is enabled.
+	Quorum *QuorumResult
+}
+
+// CommentIDs returns the ids of comment and inline-comment feedback items.
+func (v Verdict) CommentIDs() []int64 {
+	var ids []int64
+	for _, it := range v.Feedback {
+		if it.Kind != KindReview {
+			ids = append(ids, it.ID)
+		}
+	}
+	return ids
+}
+
+// ReviewIDs returns the ids of review feedback items.
+func (v Verdict) ReviewIDs() []int64 {
+	var ids []int64
+	for _, it := range v.Feedback {
+		if it.Kind == KindReview {
+			ids = append(ids, it.ID)
+		}
+	}
+	return ids
+}

@@ -1,0 +1,163 @@
+package poller
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/review"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+// Observation is what one evaluation of a PR saw.
+type Observation struct {
+	HeadSHA string
+	// Anchor is when HeadSHA became the head (used only when it is new).
+	Anchor  time.Time
+	Author  string
+	URL     string
+	Verdict review.Verdict
+	// Fingerprint is the probe's summary of the PR.
+	Fingerprint string
+	Now         time.Time
+}
+
+// Timing holds the policy knobs decide needs.
+type Timing struct {
+	ReviewTimeout time.Duration
+}
+
+// Emit is an event to publish with the id parts that make it unique.
+type Emit struct {
+	Data  events.Data
+	Parts []string
+}
+
+// Decision is what to publish and the state to store afterwards.
+type Decision struct {
+	Emits []Emit
+	Next  state.PR
+}
+
+// decide is the poller's state machine: from the stored state and a fresh
+// observation, it derives the events to publish and the next state. It is
+// pure, so every rule is table-tested.
+//
+//   - A new head resets the published status: the first evaluation of every
+//     head publishes its status, so the merger hears PRReviewApproved for the
+//     exact head that was approved.
+//   - Each change of status publishes exactly one event, whose id carries the
+//     head and the transition number: a retry after a crash republishes the
+//     same id, which JetStream drops.
+//   - While the change request on a head is being addressed (from
+//     PRFeedbackReceived until PRFeedbackAddressed or an escalation), no
+//     second PRFeedbackReceived is published for that head.
+//   - A failed review workflow is escalated once per head; ReviewTimeout is
+//     published once per watch.
+func decide(cur state.PR, obs Observation, tm Timing) Decision {
+	next := cur
+	next.Author = obs.Author
+	if obs.URL != "" {
+		next.PR.URL = obs.URL
+	}
+	next.Fingerprint = obs.Fingerprint
+	if obs.HeadSHA != "" && obs.HeadSHA != cur.HeadSHA {
+		next.HeadSHA = obs.HeadSHA
+		next.HeadAnchor = obs.Anchor
+		next.Status = "" // publish the new head's status, whatever it is
+	}
+	if next.WatchedSince.IsZero() {
+		next.WatchedSince = obs.Now
+	}
+	v := obs.Verdict
+	if v.Quorum != nil {
+		next.MissingReviewers = v.Quorum.Missing
+	}
+
+	var out []Emit
+	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA}
+	status := v.Status
+	suppressed := status == events.StatusChangesRequested && next.FeedbackHeadSHA == next.HeadSHA
+	if status != next.Status && !suppressed {
+		next.Transitions++
+		parts := []string{short(next.HeadSHA), strconv.Itoa(next.Transitions)}
+		switch status {
+		case events.StatusApproved:
+			out = append(out, Emit{Data: &events.ReviewApproved{Base: base, Status: status, Actor: v.Actor, Approvers: v.Approvers}, Parts: parts})
+		case events.StatusInProgress:
+			out = append(out, Emit{Data: &events.ReviewInProgress{Base: base, Status: status, Actor: v.Actor}, Parts: parts})
+		case events.StatusChangesRequested:
+			out = append(out, Emit{Data: &events.FeedbackReceived{
+				Base: base, Status: status, FixCycle: next.FixCycle, Actor: v.Actor,
+				CommentIDs: v.CommentIDs(), ReviewIDs: v.ReviewIDs(), Reviewers: authors(v.Feedback),
+			}, Parts: parts})
+			next.FeedbackHeadSHA = next.HeadSHA
+		default:
+			out = append(out, Emit{Data: &events.ReviewPending{Base: base, Status: events.StatusPending}, Parts: parts})
+			status = events.StatusPending
+		}
+		next.Status = status
+	}
+
+	if v.Quorum != nil && len(v.Quorum.Failed) > 0 && next.WorkflowFailedHead != next.HeadSHA {
+		next.WorkflowFailedHead = next.HeadSHA
+		out = append(out, Emit{Data: &events.EscalationRequested{
+			Base: base, Reason: events.ReasonReviewWorkflowFailed, Severity: events.SeverityBlocking,
+			FixCycle: next.FixCycle, Detail: describeFailures(v.Quorum.Failed), HumanReviewRequired: true, Actor: "poller",
+		}, Parts: []string{short(next.HeadSHA)}})
+	}
+	out = append(out, timeout(&next, obs.Now, tm)...)
+	return Decision{Emits: out, Next: next}
+}
+
+// timeout returns ReviewTimeout when it is due, and marks it sent. The
+// poller calls it on every tick for every watched PR, without fetching.
+func timeout(next *state.PR, now time.Time, tm Timing) []Emit {
+	if tm.ReviewTimeout <= 0 || next.ReviewTimeoutSent || next.Closed || next.Status == events.StatusApproved || next.WatchedSince.IsZero() {
+		return nil
+	}
+	waited := now.Sub(next.WatchedSince)
+	if waited < tm.ReviewTimeout {
+		return nil
+	}
+	next.ReviewTimeoutSent = true
+	detail := fmt.Sprintf("no approval %s after watching began", waited.Round(time.Second))
+	if len(next.MissingReviewers) > 0 {
+		detail += "; still waiting for " + strings.Join(next.MissingReviewers, ", ")
+	}
+	return []Emit{{Data: &events.ReviewTimeout{
+		Base: events.Base{PR: next.PR, HeadSHA: next.HeadSHA}, Reason: events.ReasonReviewTimeout,
+		MissingReviewers: next.MissingReviewers, Detail: detail,
+	}}}
+}
+
+func describeFailures(failed map[string]string) string {
+	var parts []string
+	for _, who := range slices.Sorted(maps.Keys(failed)) {
+		parts = append(parts, fmt.Sprintf("%s reported %q", who, failed[who]))
+	}
+	return "review workflow failed: " + strings.Join(parts, "; ")
+}
+
+func authors(items []review.Item) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, it := range items {
+		if !seen[it.Author] {
+			seen[it.Author] = true
+			out = append(out, it.Author)
+		}
+	}
+	return out
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

@@ -1,0 +1,165 @@
+package poller
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/review"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	pr := ghref.PR{Owner: "acme", Repo: "w", Number: 1}
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	watched := state.PR{PR: pr, Status: events.StatusPending, HeadSHA: "h1", HeadAnchor: now.Add(-time.Hour), WatchedSince: now.Add(-time.Hour), Transitions: 1}
+	tm := Timing{ReviewTimeout: 2 * time.Hour}
+	verdict := func(s events.Status) review.Verdict { return review.Verdict{Status: s} }
+	tests := []struct {
+		name      string
+		cur       state.PR
+		obs       Observation
+		wantTypes []events.Type
+		wantIDs   [][]string
+		check     func(t *testing.T, next state.PR)
+	}{
+		{
+			name:      "first evaluation publishes the status the PR has",
+			cur:       state.PR{PR: pr},
+			obs:       Observation{HeadSHA: "h1", Anchor: now.Add(-time.Hour), Verdict: verdict(events.StatusPending), Now: now},
+			wantTypes: []events.Type{events.TypeReviewPending},
+			wantIDs:   [][]string{{"h1", "1"}},
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, now, n.WatchedSince)
+				assert.Equal(t, now.Add(-time.Hour), n.HeadAnchor)
+			},
+		},
+		{
+			name:      "first evaluation of an approved PR publishes the approval",
+			cur:       state.PR{PR: pr},
+			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusApproved, Actor: "alice", Approvers: []string{"alice"}}, Now: now},
+			wantTypes: []events.Type{events.TypeReviewApproved},
+			wantIDs:   [][]string{{"h1", "1"}},
+		},
+		{name: "no change publishes nothing", cur: watched, obs: Observation{HeadSHA: "h1", Verdict: verdict(events.StatusPending), Now: now}},
+		{
+			name: "each transition is one event with a fresh id", cur: watched,
+			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress, Actor: "bob"}, Now: now},
+			wantTypes: []events.Type{events.TypeReviewInProgress}, wantIDs: [][]string{{"h1", "2"}},
+			check: func(t *testing.T, n state.PR) { assert.Equal(t, 2, n.Transitions) },
+		},
+		{
+			name: "changes requested records the head being addressed", cur: watched,
+			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusChangesRequested, Feedback: []review.Item{{Kind: review.KindComment, ID: 5, Author: "alice"}}}, Now: now},
+			wantTypes: []events.Type{events.TypeFeedbackReceived}, wantIDs: [][]string{{"h1", "2"}},
+			check: func(t *testing.T, n state.PR) { assert.Equal(t, "h1", n.FeedbackHeadSHA) },
+		},
+		{
+			name: "no second feedback for a head being addressed",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.FeedbackHeadSHA = events.StatusInProgress, "h1"
+				return c
+			}(),
+			obs: Observation{HeadSHA: "h1", Verdict: verdict(events.StatusChangesRequested), Now: now},
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, events.StatusInProgress, n.Status, "the stored status stays what was last published")
+			},
+		},
+		{
+			name: "a new head republishes its status, anchored",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.FeedbackHeadSHA = events.StatusChangesRequested, "h1"
+				return c
+			}(),
+			obs:       Observation{HeadSHA: "h2", Anchor: now, Verdict: verdict(events.StatusPending), Now: now},
+			wantTypes: []events.Type{events.TypeReviewPending}, wantIDs: [][]string{{"h2", "2"}},
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, "h2", n.HeadSHA)
+				assert.Equal(t, now, n.HeadAnchor)
+			},
+		},
+		{
+			name: "an approval on a new head is published even if the last status was approved",
+			cur: func() state.PR {
+				c := watched
+				c.Status = events.StatusApproved
+				return c
+			}(),
+			obs:       Observation{HeadSHA: "h2", Anchor: now, Verdict: verdict(events.StatusApproved), Now: now},
+			wantTypes: []events.Type{events.TypeReviewApproved}, wantIDs: [][]string{{"h2", "2"}},
+		},
+		{
+			name: "a failed review workflow escalates once per head", cur: watched,
+			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress, Quorum: &review.QuorumResult{Failed: map[string]string{"bot": "503"}}}, Now: now},
+			wantTypes: []events.Type{events.TypeReviewInProgress, events.TypeEscalationRequested},
+			wantIDs:   [][]string{{"h1", "2"}, {"h1"}},
+			check:     func(t *testing.T, n state.PR) { assert.Equal(t, "h1", n.WorkflowFailedHead) },
+		},
+		{
+			name: "a failed workflow already escalated for the head is not repeated",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.WorkflowFailedHead = events.StatusInProgress, "h1"
+				return c
+			}(),
+			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress, Quorum: &review.QuorumResult{Failed: map[string]string{"bot": "503"}}}, Now: now},
+		},
+		{
+			name:      "review timeout once, naming the missing reviewers",
+			cur:       watched,
+			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress, Quorum: &review.QuorumResult{Missing: []string{"copilot"}}}, Now: now.Add(time.Hour)},
+			wantTypes: []events.Type{events.TypeReviewInProgress, events.TypeReviewTimeout},
+			wantIDs:   [][]string{{"h1", "2"}, nil},
+			check: func(t *testing.T, n state.PR) {
+				assert.True(t, n.ReviewTimeoutSent)
+				assert.Equal(t, []string{"copilot"}, n.MissingReviewers)
+			},
+		},
+		{
+			name: "no timeout once approved", cur: watched,
+			obs:       Observation{HeadSHA: "h1", Verdict: verdict(events.StatusApproved), Now: now.Add(5 * time.Hour)},
+			wantTypes: []events.Type{events.TypeReviewApproved}, wantIDs: [][]string{{"h1", "2"}},
+		},
+		{
+			name: "no second timeout",
+			cur: func() state.PR {
+				c := watched
+				c.ReviewTimeoutSent = true
+				return c
+			}(),
+			obs: Observation{HeadSHA: "h1", Verdict: verdict(events.StatusPending), Now: now.Add(5 * time.Hour)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := decide(tt.cur, tt.obs, tm)
+			var types []events.Type
+			var ids [][]string
+			for _, e := range d.Emits {
+				types = append(types, e.Data.EventType())
+				ids = append(ids, e.Parts)
+				assert.True(t, e.Data.Ref().Same(pr))
+			}
+			assert.Equal(t, tt.wantTypes, types)
+			assert.Equal(t, tt.wantIDs, ids)
+			if tt.check != nil {
+				tt.check(t, d.Next)
+			}
+		})
+	}
+}
+
+func TestDecide_IsDeterministic(t *testing.T) {
+	t.Parallel()
+	cur := state.PR{PR: ghref.PR{Owner: "a", Repo: "b", Number: 2}, HeadSHA: "h", Transitions: 4, Status: events.StatusPending}
+	obs := Observation{HeadSHA: "h", Verdict: review.Verdict{Status: events.StatusApproved, Approvers: []string{"x"}}, Now: time.Unix(0, 0)}
+	a, b := decide(cur, obs, Timing{}), decide(cur, obs, Timing{})
+	assert.Equal(t, a, b, "a retried decision repeats the same event ids, so JetStream drops the repeat")
+}

@@ -1,0 +1,137 @@
+package poller_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/events/eventstest"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/natsx"
+	"github.com/prloop/prloop/pkg/natsx/natstest"
+	"github.com/prloop/prloop/pkg/state"
+	"github.com/prloop/prloop/services/poller"
+)
+
+const (
+	tokPrloop = "tok-prloop"
+	waitFor   = 10 * time.Second
+)
+
+// env is a poller test world: embedded NATS, the GitHub simulator with one
+// repository and PR, and a recorder of every event.
+type env struct {
+	t      *testing.T
+	conn   *natsx.Conn
+	sim    *ghsim.Sim
+	srv    *httptest.Server
+	client *github.Client
+	store  *state.Store
+	rec    *eventstest.Recorder
+	repo   ghref.Repo
+	pr     ghref.PR
+	emit   *events.Emitter
+
+	stop func()
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sim.Close() })
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	sim.AddUser("prloop-bot", false)
+	sim.AddToken(tokPrloop, "prloop-bot")
+	sim.AddUser("copilot-pull-request-reviewer", true)
+	sim.AddUser("github-actions[bot]", true)
+	sim.AddUser("coderabbitai[bot]", true)
+
+	repo, err := sim.CreateRepo("acme", "socket.io", map[string]string{"main.go": "package main\n"})
+	require.NoError(t, err)
+	for login, perm := range map[string]string{"alice": "write", "bob": "maintain", "reader": "read", "agent": "write", "prloop-bot": "write"} {
+		require.NoError(t, sim.SetPermission(repo, login, perm))
+	}
+	_, err = sim.PushCommit(repo, "feature", "agent", map[string]string{"main.go": "package main\n\nfunc main() {}\n"}, "Add main")
+	require.NoError(t, err)
+	sim.Advance(time.Minute)
+	pr, err := sim.OpenPR(repo, ghsim.PRInput{Title: "Add main", Head: "feature", Author: "agent"})
+	require.NoError(t, err)
+	sim.Advance(time.Minute)
+
+	client, err := github.New(t.Context(), github.Config{APIURL: srv.URL, Token: tokPrloop}, github.Options{Logger: quiet()})
+	require.NoError(t, err)
+	conn := natstest.Start(t)
+	store, err := state.Ensure(t.Context(), conn.JS, 1)
+	require.NoError(t, err)
+	return &env{
+		t: t, conn: conn, sim: sim, srv: srv, client: client, store: store,
+		rec: eventstest.Record(t, conn.JS), repo: repo, pr: pr, emit: events.NewEmitter(conn.JS, "test"),
+	}
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// config is a fast-polling poller configuration for tests.
+func (e *env) config(mut ...func(*poller.Config)) poller.Config {
+	cfg := poller.Config{
+		ReviewProtocols:       []string{"emoji", "reviews"},
+		ReviewFailurePatterns: []string{"API Error", "Timeout", "503", "workflow failed"},
+		ReviewTimeout:         2 * time.Hour,
+		PollInterval:          50 * time.Millisecond,
+		PollConcurrency:       4,
+		PermissionCacheTTL:    time.Hour,
+	}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	return cfg
+}
+
+// start runs a poller until the returned stop is called or the test ends.
+func (e *env) start(cfg poller.Config) *poller.Service {
+	e.t.Helper()
+	s := poller.New(cfg, poller.Deps{
+		GitHub: e.client, Store: e.store, JS: e.conn.JS, Log: quiet(), Self: "prloop-bot",
+		Merged: poller.MergedByPrloop(e.conn.JS), Now: e.sim.Now,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	stopped := false
+	e.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(e.t, err)
+		case <-time.After(15 * time.Second):
+			e.t.Error("poller did not stop")
+		}
+	}
+	e.t.Cleanup(e.stop)
+	return s
+}
+
+// watch publishes a watch request for pr, as `prloop watch` does.
+func (e *env) watch(pr ghref.PR) {
+	e.t.Helper()
+	_, _, err := e.emit.Emit(e.t.Context(), &events.WatchRequested{Base: events.Base{PR: pr}, Actor: "test"}, "1")
+	require.NoError(e.t, err)
+}
+
+// tick advances the simulated clock so that each step's signals have their
+// own second, as they would on GitHub.
+func (e *env) tick() { e.sim.Advance(2 * time.Second) }

@@ -1,0 +1,432 @@
+package poller_test
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/services/poller"
+)
+
+// TestPoller_EmojiLifecycle drives one PR through every transition of the
+// emoji protocol: pending → 👀 → comments → (agent pushes) → pending on the
+// new head → 👍 approved.
+func TestPoller_EmojiLifecycle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	pending := e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	head1 := pending.Data.(*events.ReviewPending).HeadSHA
+	require.NotEmpty(t, head1)
+
+	e.tick()
+	eyes, err := e.sim.AddReaction(e.pr, "alice", "eyes")
+	require.NoError(t, err)
+	inProgress := e.rec.Wait(t, e.pr, events.TypeReviewInProgress, waitFor)
+	assert.Equal(t, "alice", inProgress.Data.(*events.ReviewInProgress).Actor)
+
+	e.tick()
+	c1, err := e.sim.AddIssueComment(e.pr, "alice", "Please handle the error case.")
+	require.NoError(t, err)
+	rc, err := e.sim.AddReviewComment(e.pr, ghsim.ReviewCommentInput{Login: "bob", Path: "main.go", Line: 3, Body: "main is empty"})
+	require.NoError(t, err)
+	require.NoError(t, e.sim.RemoveReaction(e.pr, eyes))
+	fb := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
+	assert.Equal(t, head1, fb.HeadSHA)
+	assert.ElementsMatch(t, []int64{c1, rc}, fb.CommentIDs)
+	assert.Equal(t, events.StatusChangesRequested, fb.Status)
+
+	// The agent pushes a fix; the feedback service reports it.
+	e.tick()
+	head2, err := e.sim.PushCommit(e.repo, "feature", "agent", map[string]string{"main.go": "package main\n\nfunc main() { println() }\n"}, "Fix")
+	require.NoError(t, err)
+	pushedAt := e.sim.Now()
+	_, _, err = e.emit.Emit(t.Context(), &events.FeedbackAddressed{Base: events.Base{PR: e.pr, HeadSHA: head2}, PreviousHeadSHA: head1, FixCycle: 1, PushedAt: pushedAt}, head2)
+	require.NoError(t, err)
+	pending2 := e.rec.WaitCount(t, e.pr, events.TypeReviewPending, 2, waitFor)
+	assert.Equal(t, head2, pending2.Data.(*events.ReviewPending).HeadSHA, "re-evaluated from the new head; old comments do not count")
+
+	e.tick()
+	_, err = e.sim.AddReaction(e.pr, "bob", "+1")
+	require.NoError(t, err)
+	ok := e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor).Data.(*events.ReviewApproved)
+	assert.Equal(t, head2, ok.HeadSHA)
+	assert.Equal(t, []string{"bob"}, ok.Approvers)
+
+	st, _, err := e.store.Get(t.Context(), e.pr)
+	require.NoError(t, err)
+	assert.Equal(t, events.StatusApproved, st.Status)
+	assert.Equal(t, head2, st.HeadSHA)
+	assert.Equal(t, 1, st.FixCycle)
+	assert.Equal(t, pushedAt, st.HeadAnchor.UTC(), "prloop's own push anchors the new head")
+	assert.Equal(t, []events.Type{
+		events.TypeWatchRequested, events.TypeReviewPending, events.TypeReviewInProgress, events.TypeFeedbackReceived,
+		events.TypeFeedbackAddressed, events.TypeReviewPending, events.TypeReviewApproved,
+	}, e.rec.Types(e.pr))
+}
+
+// TestPoller_StaleSignalsDoNotCount checks the head anchor: a 👍 and
+// comments from before a push mean nothing for the new head.
+func TestPoller_StaleSignalsDoNotCount(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	_, err := e.sim.AddIssueComment(e.pr, "alice", "old remark")
+	require.NoError(t, err)
+	e.tick()
+	_, err = e.sim.AddReaction(e.pr, "alice", "+1")
+	require.NoError(t, err)
+	e.tick()
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor) // the 👍 is newer than the head commit
+
+	// Someone else pushes: the approval and the comment are now stale.
+	e.tick()
+	head2, err := e.sim.PushCommit(e.repo, "feature", "agent", map[string]string{"b.go": "package main\n"}, "More")
+	require.NoError(t, err)
+	pending := e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor).Data.(*events.ReviewPending)
+	assert.Equal(t, head2, pending.HeadSHA)
+
+	// Nothing else happens on the new head however often it is polled.
+	seq := len(e.rec.For(e.pr))
+	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
+	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+10 }, waitFor, 10*time.Millisecond)
+	assert.Len(t, e.rec.For(e.pr), seq, "no event from stale signals: %v", e.rec.Types(e.pr))
+	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeReviewApproved))
+}
+
+// TestPoller_UnauthorizedSignalsIgnored: a reader's 👍, the author's own
+// approval, prloop's comment and another bot's 👀 change nothing.
+func TestPoller_UnauthorizedSignalsIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
+	for _, sig := range []struct{ login, content string }{{"reader", "+1"}, {"agent", "+1"}, {"coderabbitai[bot]", "eyes"}, {"copilot-pull-request-reviewer", "eyes"}} {
+		_, err := e.sim.AddReaction(e.pr, sig.login, sig.content)
+		require.NoError(t, err)
+	}
+	_, err := e.sim.AddIssueComment(e.pr, "prloop-bot", "prloop is watching this PR")
+	require.NoError(t, err)
+	_, err = e.sim.AddIssueComment(e.pr, "reader", "LGTM, merge it!")
+	require.NoError(t, err)
+
+	before := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"]
+	require.Eventually(t, func() bool {
+		return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"] > before
+	}, waitFor, 10*time.Millisecond, "the poller fetched the new signals")
+	// One more full interval after the fetch, to let any event land.
+	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
+	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+3 }, waitFor, 10*time.Millisecond)
+	assert.Equal(t, []events.Type{events.TypeWatchRequested, events.TypeReviewPending}, e.rec.Types(e.pr))
+
+	// An authorized reviewer's 👍 still approves.
+	_, err = e.sim.AddReaction(e.pr, "alice", "+1")
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
+}
+
+// TestPoller_NativeReviews covers the reviews protocol: the latest review
+// per reviewer on the current head counts.
+func TestPoller_NativeReviews(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config(func(c *poller.Config) { c.ReviewProtocols = []string{"reviews"} }))
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
+	rid, err := e.sim.AddReview(e.pr, ghsim.ReviewInput{Login: "alice", State: "CHANGES_REQUESTED", Body: "Needs tests.",
+		Comments: []ghsim.ReviewCommentInput{{Path: "main.go", Line: 3, Body: "test this"}}})
+	require.NoError(t, err)
+	fb := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
+	assert.Equal(t, []int64{rid}, fb.ReviewIDs)
+	assert.Len(t, fb.CommentIDs, 1)
+
+	e.tick()
+	_, err = e.sim.AddReview(e.pr, ghsim.ReviewInput{Login: "alice", State: "APPROVED"})
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
+}
+
+// TestPoller_NoSecondFeedbackWhileAddressed: while the change request on a
+// head is being addressed, more comments on the same head publish nothing.
+func TestPoller_NoSecondFeedbackWhileAddressed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
+	_, err := e.sim.AddIssueComment(e.pr, "alice", "one")
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor)
+
+	e.tick()
+	eyes, err := e.sim.AddReaction(e.pr, "bob", "eyes")
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeReviewInProgress, waitFor)
+	e.tick()
+	_, err = e.sim.AddIssueComment(e.pr, "bob", "two")
+	require.NoError(t, err)
+	require.NoError(t, e.sim.RemoveReaction(e.pr, eyes))
+	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"]
+	require.Eventually(t, func() bool {
+		return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"] > polls
+	}, waitFor, 10*time.Millisecond)
+	polls = e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
+	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+3 }, waitFor, 10*time.Millisecond)
+	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeFeedbackReceived), "same head, feedback in flight: %v", e.rec.Types(e.pr))
+}
+
+// TestPoller_RestartResumes: a poller stopped and started again resumes from
+// KV state: it neither repeats a transition nor loses one made meanwhile.
+func TestPoller_RestartResumes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
+	_, err := e.sim.AddReaction(e.pr, "alice", "eyes")
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeReviewInProgress, waitFor)
+	e.stop()
+
+	e.tick()
+	_, err = e.sim.AddReaction(e.pr, "bob", "+1") // while no poller runs
+	require.NoError(t, err)
+	e.sim.ResetStats()
+	e.start(e.config())
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
+	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
+	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+5 }, waitFor, 10*time.Millisecond)
+	assert.Equal(t, []events.Type{events.TypeWatchRequested, events.TypeReviewPending, events.TypeReviewInProgress, events.TypeReviewApproved}, e.rec.Types(e.pr))
+}
+
+// TestPoller_ClosedAndReopened: closing publishes PRClosed and stops
+// watching; reopening resumes.
+func TestPoller_ClosedAndReopened(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	require.NoError(t, e.sim.ClosePR(e.pr))
+	closed := e.rec.Wait(t, e.pr, events.TypeClosed, waitFor).Data.(*events.Closed)
+	assert.False(t, closed.Merged)
+
+	e.tick()
+	require.NoError(t, e.sim.ReopenPR(e.pr))
+	e.rec.WaitCount(t, e.pr, events.TypeReviewPending, 2, waitFor)
+	e.tick()
+	_, err := e.sim.AddReaction(e.pr, "alice", "+1")
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
+	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeClosed))
+}
+
+// TestPoller_MergedByPrloopIsNotClosed: a merge prloop made (PRMerged on
+// the stream) is not reported as PRClosed.
+func TestPoller_MergedByPrloopIsNotClosed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	_, err = e.client.Merge(t.Context(), e.pr, githubMerge(info.HeadSHA))
+	require.NoError(t, err)
+	_, _, err = e.emit.Emit(t.Context(), &events.Merged{Base: events.Base{PR: e.pr, HeadSHA: info.HeadSHA}, MergeSHA: "m"}, "1")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, _, err := e.store.Get(t.Context(), e.pr)
+		return err == nil && st.Closed && st.Merged
+	}, waitFor, 10*time.Millisecond)
+	assert.Zero(t, e.rec.Count(e.pr, events.TypeClosed))
+}
+
+// TestPoller_MergedOutsidePrloop: a merge by someone else is PRClosed{merged}.
+func TestPoller_MergedOutsidePrloop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	_, err = e.client.Merge(t.Context(), e.pr, githubMerge(info.HeadSHA))
+	require.NoError(t, err)
+	closed := e.rec.Wait(t, e.pr, events.TypeClosed, waitFor).Data.(*events.Closed)
+	assert.True(t, closed.Merged)
+}
+
+// TestPoller_ReviewTimeout: ReviewTimeout once, after the timeout, and
+// watching goes on (a late approval still comes through).
+func TestPoller_ReviewTimeout(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config(func(c *poller.Config) { c.ReviewTimeout = time.Hour }))
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.sim.Advance(59 * time.Minute)
+	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
+	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+3 }, waitFor, 10*time.Millisecond)
+	assert.Zero(t, e.rec.Count(e.pr, events.TypeReviewTimeout), "not yet")
+	e.sim.Advance(2 * time.Minute)
+	to := e.rec.Wait(t, e.pr, events.TypeReviewTimeout, waitFor).Data.(*events.ReviewTimeout)
+	assert.Equal(t, events.ReasonReviewTimeout, to.Reason)
+
+	e.sim.Advance(time.Hour)
+	_, err := e.sim.AddReaction(e.pr, "alice", "+1")
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
+	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeReviewTimeout))
+}
+
+// TestPoller_AutoDiscovery watches every open PR of PRLOOP_REPOS that has
+// the watch label.
+func TestPoller_AutoDiscovery(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.sim.PushCommit(e.repo, "other", "agent", map[string]string{"o.go": "package main\n"}, "Other")
+	require.NoError(t, err)
+	other, err := e.sim.OpenPR(e.repo, ghsim.PRInput{Title: "Other", Head: "other", Author: "agent"})
+	require.NoError(t, err)
+	_, err = e.client.AddLabels(t.Context(), other, "prloop")
+	require.NoError(t, err)
+
+	e.start(e.config(func(c *poller.Config) { c.Repos = []string{"Acme/Socket.IO"}; c.WatchLabel = "prloop" }))
+	e.rec.Wait(t, other, events.TypeReviewPending, waitFor)
+	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
+	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+3 }, waitFor, 10*time.Millisecond)
+	assert.Empty(t, e.rec.For(e.pr), "the unlabelled PR is not watched")
+}
+
+// TestPoller_QuorumEndToEnd: two bot reviewers must both respond on the
+// head; a finding requests changes, a failing workflow escalates, and a
+// missing reviewer is named by ReviewTimeout.
+func TestPoller_QuorumEndToEnd(t *testing.T) {
+	t.Parallel()
+	quorum := func(c *poller.Config) {
+		c.ReviewProtocols = []string{"quorum"}
+		c.RequiredReviewers = "copilot-pull-request-reviewer,github-actions[bot]/OpenAI Code Review"
+		c.ReviewTimeout = time.Hour
+	}
+	t.Run("findings request changes", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.start(e.config(quorum))
+		e.watch(e.pr)
+		e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+		e.tick()
+		_, err := e.sim.AddReview(e.pr, ghsim.ReviewInput{Login: "copilot-pull-request-reviewer", State: "COMMENTED", Body: "Copilot reviewed 1 file",
+			Comments: []ghsim.ReviewCommentInput{{Path: "main.go", Line: 3, Body: "main does nothing"}}})
+		require.NoError(t, err)
+		e.rec.Wait(t, e.pr, events.TypeReviewInProgress, waitFor)
+		_, err = e.sim.AddIssueComment(e.pr, "github-actions[bot]", "Lint passed") // another workflow: no marker
+		require.NoError(t, err)
+		_, err = e.sim.AddIssueComment(e.pr, "github-actions[bot]", "## OpenAI Code Review\nNo issues found.")
+		require.NoError(t, err)
+		fb := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
+		assert.Len(t, fb.CommentIDs, 1)
+		assert.Equal(t, []string{"copilot-pull-request-reviewer"}, fb.Reviewers)
+	})
+	t.Run("no findings approve", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.start(e.config(quorum))
+		e.watch(e.pr)
+		e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+		e.tick()
+		_, err := e.sim.AddReview(e.pr, ghsim.ReviewInput{Login: "copilot-pull-request-reviewer", State: "COMMENTED", Body: "No comments."})
+		require.NoError(t, err)
+		_, err = e.sim.AddIssueComment(e.pr, "github-actions[bot]", "## OpenAI Code Review\nLooks good.")
+		require.NoError(t, err)
+		ok := e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor).Data.(*events.ReviewApproved)
+		assert.ElementsMatch(t, []string{"copilot-pull-request-reviewer", "github-actions[bot]/OpenAI Code Review"}, ok.Approvers)
+	})
+	t.Run("failed workflow escalates", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.start(e.config(quorum))
+		e.watch(e.pr)
+		e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+		e.tick()
+		_, err := e.sim.AddIssueComment(e.pr, "github-actions[bot]", "## OpenAI Code Review\nReview failed: API Error (503)")
+		require.NoError(t, err)
+		esc := e.rec.Wait(t, e.pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
+		assert.Equal(t, events.ReasonReviewWorkflowFailed, esc.Reason)
+		assert.Contains(t, esc.Detail, "github-actions[bot]/OpenAI Code Review")
+		assert.Zero(t, e.rec.Count(e.pr, events.TypeReviewApproved))
+	})
+	t.Run("timeout names the missing reviewer", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		e.start(e.config(quorum))
+		e.watch(e.pr)
+		e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+		e.tick()
+		_, err := e.sim.AddReview(e.pr, ghsim.ReviewInput{Login: "copilot-pull-request-reviewer", State: "COMMENTED", Body: "ok"})
+		require.NoError(t, err)
+		e.rec.Wait(t, e.pr, events.TypeReviewInProgress, waitFor)
+		e.sim.Advance(2 * time.Hour)
+		to := e.rec.Wait(t, e.pr, events.TypeReviewTimeout, waitFor).Data.(*events.ReviewTimeout)
+		assert.Equal(t, []string{"github-actions[bot]/OpenAI Code Review"}, to.MissingReviewers)
+	})
+}
+
+// TestPoller_WebhookTriggersEvaluation: with polling too slow to notice, a
+// signed webhook makes the poller evaluate the PR at once; a forged one
+// changes nothing.
+func TestPoller_WebhookTriggersEvaluation(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	s := e.start(e.config(func(c *poller.Config) { c.PollInterval = time.Hour }))
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor) // the watch request kicks an evaluation
+	srv := httptest.NewServer(poller.WebhookHandler([]byte("hook-secret"), s, quiet()))
+	t.Cleanup(srv.Close)
+
+	e.tick()
+	_, err := e.sim.AddReview(e.pr, ghsim.ReviewInput{Login: "alice", State: "APPROVED"})
+	require.NoError(t, err)
+	body := []byte(`{"action":"submitted","pull_request":{"number":` + strconv.Itoa(e.pr.Number) + `},"repository":{"name":"socket.io","owner":{"login":"acme"}}}`)
+
+	forged := postHook(t, srv.URL, "pull_request_review", body, "sha256=00")
+	assert.Equal(t, http.StatusUnauthorized, forged)
+	assert.Equal(t, http.StatusAccepted, postHook(t, srv.URL, "pull_request_review", body, signHook([]byte("hook-secret"), body)))
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
+}
+
+func postHook(t *testing.T, url, event string, body []byte, sig string) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-Hub-Signature-256", sig)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func signHook(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
