@@ -6,11 +6,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
 	"sync"
+
+	"github.com/klauspost/compress/s2"
 )
 
 // CacheHeader marks a response the cache produced from a 304: its value is
@@ -66,7 +69,15 @@ func (t *conditionalTransport) RoundTrip(req *http.Request) (*http.Response, err
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		return ent.response(resp), nil
+		if full := ent.response(resp); full != nil {
+			return full, nil
+		}
+		// Unreadable memory: forget it and ask again, unconditionally.
+		t.cache.remove(key)
+		retry := req.Clone(req.Context())
+		retry.Header.Del("If-None-Match")
+		retry.Header.Del("If-Modified-Since")
+		return t.RoundTrip(retry)
 	case http.StatusOK:
 		body, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
@@ -101,22 +112,29 @@ type cacheEntry struct {
 	etag         string
 	lastModified string
 	header       http.Header
-	body         []byte
-	size         int64
+	// body is kept compressed with S2: GitHub's JSON shrinks several times,
+	// so the same byte bound holds several times as many lists (a poller
+	// watching 10,000 PRs revalidates about 250 MB of list pages each tick).
+	body []byte
+	size int64
 }
 
 // newEntry returns nil for a response not worth keeping: no validator to
 // revalidate with, or a JSON body that does not parse (so a retry after a
 // decode error fetches it afresh).
 func newEntry(key string, h http.Header, body []byte) *cacheEntry {
-	e := &cacheEntry{key: key, etag: h.Get("ETag"), lastModified: h.Get("Last-Modified"), header: h.Clone(), body: body}
+	e := &cacheEntry{key: key, etag: h.Get("ETag"), lastModified: h.Get("Last-Modified"), header: h.Clone()}
 	if e.etag == "" && e.lastModified == "" {
 		return nil
 	}
 	if mt, _, _ := mime.ParseMediaType(h.Get("Content-Type")); strings.HasSuffix(mt, "json") && !json.Valid(body) {
 		return nil
 	}
-	e.size = int64(len(key) + len(body))
+	// EncodeBetter returns a slice of a worst-case-sized buffer; keep only
+	// the compressed bytes, or the cache would hold the whole buffer while
+	// counting a fraction of it.
+	e.body = bytes.Clone(s2.EncodeBetter(nil, body))
+	e.size = int64(len(key) + len(e.body))
 	for k, vs := range e.header {
 		for _, v := range vs {
 			e.size += int64(len(k) + len(v))
@@ -127,8 +145,13 @@ func newEntry(key string, h http.Header, body []byte) *cacheEntry {
 
 // response builds the 200 that a 304 stands for: remembered body and
 // representation headers, the 304's other headers (rate limits, Date, a new
-// ETag), marked as revalidated.
+// ETag), marked as revalidated. It returns nil if the remembered body is
+// corrupt, which the caller treats as a miss.
 func (e *cacheEntry) response(notModified *http.Response) *http.Response {
+	n, err := s2.DecodedLen(e.body)
+	if err != nil {
+		return nil
+	}
 	h := e.header.Clone()
 	for k, vs := range notModified.Header {
 		switch k {
@@ -146,11 +169,80 @@ func (e *cacheEntry) response(notModified *http.Response) *http.Response {
 		ProtoMajor:    notModified.ProtoMajor,
 		ProtoMinor:    notModified.ProtoMinor,
 		Header:        h,
-		Body:          io.NopCloser(bytes.NewReader(e.body)),
-		ContentLength: int64(len(e.body)),
+		Body:          &cachedBody{compressed: e.body},
+		ContentLength: int64(n),
 		Request:       notModified.Request,
 		TLS:           notModified.TLS,
 	}
+}
+
+// cachedBody is a remembered body, decompressed only when read. A reader
+// that only wants to know whether a list changed (listIfChanged) takes the
+// compressed bytes through WriteTo and never pays for decompression.
+type cachedBody struct {
+	compressed []byte
+	r          *bytes.Reader
+	err        error
+}
+
+var (
+	_ io.ReadCloser = (*cachedBody)(nil)
+	_ io.WriterTo   = (*cachedBody)(nil)
+)
+
+func (b *cachedBody) open() {
+	if b.r == nil && b.err == nil {
+		body, err := s2.Decode(nil, b.compressed)
+		b.r, b.err = bytes.NewReader(body), err
+	}
+}
+
+// Read decompresses on first use.
+func (b *cachedBody) Read(p []byte) (int, error) {
+	b.open()
+	if b.err != nil {
+		return 0, fmt.Errorf("read remembered response: %w", b.err)
+	}
+	return b.r.Read(p)
+}
+
+// WriteTo hands the still-compressed body to a lazySink, and writes the
+// decompressed body to any other writer.
+func (b *cachedBody) WriteTo(w io.Writer) (int64, error) {
+	if s, ok := w.(*lazySink); ok && b.r == nil {
+		s.lazy = b
+		return 0, nil
+	}
+	b.open()
+	if b.err != nil {
+		return 0, fmt.Errorf("read remembered response: %w", b.err)
+	}
+	return b.r.WriteTo(w)
+}
+
+// Close does nothing: the body is memory.
+func (b *cachedBody) Close() error { return nil }
+
+// lazySink collects a response body, or, for a remembered one, just a
+// handle to it, so the body is decompressed only if someone asks.
+type lazySink struct {
+	buf  bytes.Buffer
+	lazy *cachedBody
+}
+
+// Write appends a fresh body's bytes.
+func (s *lazySink) Write(p []byte) (int, error) { return s.buf.Write(p) }
+
+// Bytes returns the body, decompressing a remembered one.
+func (s *lazySink) Bytes() ([]byte, error) {
+	if s.lazy == nil {
+		return s.buf.Bytes(), nil
+	}
+	s.lazy.open()
+	if s.lazy.err != nil {
+		return nil, fmt.Errorf("read remembered response: %w", s.lazy.err)
+	}
+	return io.ReadAll(s.lazy.r)
 }
 
 // lruCache is bounded by bytes (bodies, headers and keys), least recently

@@ -141,22 +141,27 @@ func (i *Issue) ReactionCounts() *gh.Reactions {
 	return i.Reactions
 }
 
+// query renders the options as GitHub's query parameters.
+func (o IssueListOptions) query() url.Values {
+	q := url.Values{}
+	if o.State != "" {
+		q.Set("state", o.State)
+	}
+	if !o.Since.IsZero() {
+		q.Set("since", o.Since.UTC().Format(time.RFC3339))
+	}
+	if len(o.Labels) > 0 {
+		q.Set("labels", strings.Join(o.Labels, ","))
+	}
+	return q
+}
+
 // ListIssues lists every issue and pull request of repo matching opts.
 func (c *Client) ListIssues(ctx context.Context, repo ghref.Repo, opts IssueListOptions) ([]*Issue, error) {
 	if err := repo.Validate(); err != nil {
 		return nil, fmt.Errorf("list issues: %w", err)
 	}
-	q := url.Values{}
-	if opts.State != "" {
-		q.Set("state", opts.State)
-	}
-	if !opts.Since.IsZero() {
-		q.Set("since", opts.Since.UTC().Format(time.RFC3339))
-	}
-	if len(opts.Labels) > 0 {
-		q.Set("labels", strings.Join(opts.Labels, ","))
-	}
-	issues, err := listAll[*Issue](ctx, c, withQuery(repoPath(repo)+"/issues", q))
+	issues, err := listAll[*Issue](ctx, c, withQuery(repoPath(repo)+"/issues", opts.query()))
 	if err != nil {
 		return nil, fmt.Errorf("list issues of %s: %w", repo, err)
 	}

@@ -214,6 +214,9 @@ func (t *retryTransport) attempt(ctx context.Context, req *http.Request, n int) 
 		}
 		return nil, err
 	}
+	if resp.Header.Get(CacheHeader) == CacheRevalidated {
+		return resp, nil // the body is in memory: no read can time out
+	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil {

@@ -28,12 +28,9 @@ var _ Source = (*github.Client)(nil)
 // unchanged list free.
 func Gather(ctx context.Context, src Source, pr ghref.PR, since time.Time) (Signals, error) {
 	var sig Signals
-	reactions, err := src.ListReactions(ctx, pr)
-	if err != nil {
-		return sig, fmt.Errorf("gather signals of %s: %w", pr, err)
-	}
-	for _, r := range reactions {
-		sig.Reactions = append(sig.Reactions, Reaction{ID: r.ID, Content: r.Content, User: User{Login: r.User, Bot: r.UserType == "Bot"}, CreatedAt: r.CreatedAt})
+	var err error
+	if sig.Reactions, err = GatherReactions(ctx, src, pr); err != nil {
+		return sig, err
 	}
 	comments, err := src.ListIssueComments(ctx, pr, since)
 	if err != nil {
@@ -72,4 +69,23 @@ func user(u *gh.User) User {
 		return User{}
 	}
 	return User{Login: u.GetLogin(), Bot: u.GetType() == "Bot"}
+}
+
+// ReactionLister is the part of the GitHub client GatherReactions reads.
+type ReactionLister interface {
+	ListReactions(ctx context.Context, pr ghref.PR) ([]github.Reaction, error)
+}
+
+// GatherReactions reads only the reactions on pr: what a change of the
+// reactions rollup alone calls for.
+func GatherReactions(ctx context.Context, src ReactionLister, pr ghref.PR) ([]Reaction, error) {
+	reactions, err := src.ListReactions(ctx, pr)
+	if err != nil {
+		return nil, fmt.Errorf("gather reactions of %s: %w", pr, err)
+	}
+	out := make([]Reaction, 0, len(reactions))
+	for _, r := range reactions {
+		out = append(out, Reaction{ID: r.ID, Content: r.Content, User: User{Login: r.User, Bot: r.UserType == "Bot"}, CreatedAt: r.CreatedAt})
+	}
+	return out, nil
 }

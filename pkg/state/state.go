@@ -52,6 +52,11 @@ type PR struct {
 	// push moment rather than the moment of observation.
 	PushedHeadSHA string    `json:"pushed_head_sha,omitempty"`
 	PushedAt      time.Time `json:"pushed_at,omitempty"`
+	// MergeUpdatedHeadSHA is a head the merger made by bringing an approved
+	// head up to date with its base (update-branch or rebase) before merging.
+	// prloop made that change itself, so the approval carries over to it: it
+	// is not a new, unreviewed push.
+	MergeUpdatedHeadSHA string `json:"merge_updated_head_sha,omitempty"`
 	// Author is the PR's author, whose signals never count.
 	Author string `json:"author,omitempty"`
 	// MissingReviewers are the quorum reviewers that had not responded on
@@ -75,6 +80,10 @@ type PR struct {
 	Merged bool `json:"merged,omitempty"`
 	// ReviewTimeoutSent records that ReviewTimeout was published.
 	ReviewTimeoutSent bool `json:"review_timeout_sent,omitempty"`
+	// EscalationLabelSeen records that the poller saw the escalation label
+	// on the PR after an escalation; its later absence means a human removed
+	// it, which resets the fix cycle and resumes the loop.
+	EscalationLabelSeen bool `json:"escalation_label_seen,omitempty"`
 	// Escalations maps reason codes to when the escalation was done.
 	Escalations map[events.Reason]time.Time `json:"escalations,omitempty"`
 	// LastEventID, LastEventType and LastEventAt describe the last event

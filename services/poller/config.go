@@ -49,6 +49,10 @@ type Config struct {
 	PermissionCacheTTL time.Duration `envconfig:"PRLOOP_PERMISSION_CACHE_TTL" default:"1h"`
 	// WebhookSecret enables POST /webhook, verified with X-Hub-Signature-256.
 	WebhookSecret github.Secret `envconfig:"PRLOOP_WEBHOOK_SECRET"`
+	// EscalationLabel is the label the escalator puts on a PR that needs a
+	// human; when a human removes it, the poller resets the fix cycle and
+	// resumes the loop.
+	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
 	// GitHubLogin is prloop's own GitHub login, whose signals never count;
 	// empty asks GitHub (GET /user) at start.
 	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`

@@ -23,12 +23,16 @@ type Observation struct {
 	Verdict review.Verdict
 	// Fingerprint is the probe's summary of the PR.
 	Fingerprint string
-	Now         time.Time
+	// Labels are the PR's labels.
+	Labels []string
+	Now    time.Time
 }
 
 // Timing holds the policy knobs decide needs.
 type Timing struct {
 	ReviewTimeout time.Duration
+	// EscalationLabel marks an escalated PR; its removal resumes the loop.
+	EscalationLabel string
 }
 
 // Emit is an event to publish with the id parts that make it unique.
@@ -73,6 +77,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	if next.WatchedSince.IsZero() {
 		next.WatchedSince = obs.Now
 	}
+	resumeAfterEscalation(&next, obs, tm)
 	v := obs.Verdict
 	if v.Quorum != nil {
 		next.MissingReviewers = v.Quorum.Missing
@@ -112,6 +117,28 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	}
 	out = append(out, timeout(&next, obs.Now, tm)...)
 	return Decision{Emits: out, Next: next}
+}
+
+// resumeAfterEscalation resets an escalated PR whose escalation label a
+// human removed: the fix cycle starts again at 0 and the current status is
+// published anew, so a pending change request reaches the agent again. The
+// label must have been seen on the PR first, so that the moment between the
+// escalator recording an escalation and its label showing up in the probe
+// is not mistaken for a removal.
+func resumeAfterEscalation(next *state.PR, obs Observation, tm Timing) {
+	if tm.EscalationLabel == "" || len(next.Escalations) == 0 {
+		return
+	}
+	if slices.ContainsFunc(obs.Labels, func(l string) bool { return strings.EqualFold(l, tm.EscalationLabel) }) {
+		next.EscalationLabelSeen = true
+		return
+	}
+	if !next.EscalationLabelSeen {
+		return
+	}
+	next.Escalations, next.EscalationLabelSeen = nil, false
+	next.FixCycle, next.FeedbackHeadSHA, next.WorkflowFailedHead = 0, "", ""
+	next.Status, next.ReviewTimeoutSent, next.WatchedSince = "", false, obs.Now
 }
 
 // timeout returns ReviewTimeout when it is due, and marks it sent. The

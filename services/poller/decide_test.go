@@ -17,7 +17,10 @@ func TestDecide(t *testing.T) {
 	pr := ghref.PR{Owner: "acme", Repo: "w", Number: 1}
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	watched := state.PR{PR: pr, Status: events.StatusPending, HeadSHA: "h1", HeadAnchor: now.Add(-time.Hour), WatchedSince: now.Add(-time.Hour), Transitions: 1}
-	tm := Timing{ReviewTimeout: 2 * time.Hour}
+	tm := Timing{ReviewTimeout: 2 * time.Hour, EscalationLabel: "human-review-required"}
+	escalated := watched
+	escalated.Status, escalated.FixCycle, escalated.FeedbackHeadSHA = events.StatusChangesRequested, 2, "h1"
+	escalated.Escalations = map[events.Reason]time.Time{events.ReasonMaxFixCycles: now}
 	verdict := func(s events.Status) review.Verdict { return review.Verdict{Status: s} }
 	tests := []struct {
 		name      string
@@ -119,6 +122,39 @@ func TestDecide(t *testing.T) {
 			check: func(t *testing.T, n state.PR) {
 				assert.True(t, n.ReviewTimeoutSent)
 				assert.Equal(t, []string{"copilot"}, n.MissingReviewers)
+			},
+		},
+		{
+			name: "the escalation label is noted while it is on the PR",
+			cur:  escalated,
+			obs:  Observation{HeadSHA: "h1", Labels: []string{"Human-Review-Required"}, Verdict: verdict(events.StatusChangesRequested), Now: now},
+			check: func(t *testing.T, n state.PR) {
+				assert.True(t, n.EscalationLabelSeen)
+				assert.Equal(t, 2, n.FixCycle)
+			},
+		},
+		{
+			name: "an escalation whose label never showed is not undone",
+			cur:  escalated,
+			obs:  Observation{HeadSHA: "h1", Verdict: verdict(events.StatusChangesRequested), Now: now},
+			check: func(t *testing.T, n state.PR) {
+				assert.False(t, n.EscalationLabelSeen)
+				assert.NotEmpty(t, n.Escalations)
+			},
+		},
+		{
+			name: "removing the escalation label resets the fix cycle and republishes",
+			cur: func() state.PR {
+				c := escalated
+				c.EscalationLabelSeen = true
+				return c
+			}(),
+			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusChangesRequested, Feedback: []review.Item{{ID: 9, Author: "alice"}}}, Now: now},
+			wantTypes: []events.Type{events.TypeFeedbackReceived}, wantIDs: [][]string{{"h1", "2"}},
+			check: func(t *testing.T, n state.PR) {
+				assert.Zero(t, n.FixCycle)
+				assert.Empty(t, n.Escalations)
+				assert.Equal(t, "h1", n.FeedbackHeadSHA)
 			},
 		},
 		{

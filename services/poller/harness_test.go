@@ -90,6 +90,7 @@ func (e *env) config(mut ...func(*poller.Config)) poller.Config {
 		PollInterval:          50 * time.Millisecond,
 		PollConcurrency:       4,
 		PermissionCacheTTL:    time.Hour,
+		EscalationLabel:       "human-review-required",
 	}
 	for _, m := range mut {
 		m(&cfg)

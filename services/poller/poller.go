@@ -46,8 +46,8 @@ var Types = []events.Type{
 // GitHub is the part of the GitHub client the poller uses.
 type GitHub interface {
 	review.Source
-	ListIssues(ctx context.Context, repo ghref.Repo, opts github.IssueListOptions) ([]*github.Issue, error)
-	ListPulls(ctx context.Context, repo ghref.Repo, state string) ([]*gh.PullRequest, error)
+	ListIssueSummariesIfChanged(ctx context.Context, repo ghref.Repo, opts github.IssueListOptions, prev string) ([]github.IssueSummary, string, error)
+	ListPullSummariesIfChanged(ctx context.Context, repo ghref.Repo, state, prev string) ([]github.PullSummary, string, error)
 	GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error)
 	GetCommitDate(ctx context.Context, repo ghref.Repo, sha string) (time.Time, error)
 	GetPermission(ctx context.Context, repo ghref.Repo, login string) (string, error)
@@ -111,6 +111,14 @@ type repoWatch struct {
 	heads   map[string][]int
 	// memo holds each watched PR's last stored state; only loop touches it.
 	memo map[int]state.PR
+	// seen holds what the last evaluation read of each PR, so a change the
+	// probe pins on reactions alone re-reads only the reactions.
+	seen map[int]seenSignals
+	// pulls and issues are compact snapshots of the probe lists, with the
+	// versions they were read at: an unchanged list is not decoded again.
+	pulls                       map[int]pullInfo
+	issues                      map[int]issueInfo
+	pullsVersion, issuesVersion string
 }
 
 // New builds the poller.
@@ -127,7 +135,7 @@ func New(cfg Config, d Deps) *Service {
 		emit:   events.NewEmitter(d.JS, Name),
 		auth:   review.NewAuthorization(cfg.Reviewers, d.GitHub.GetPermission, cfg.PermissionCacheTTL),
 		policy: cfg.Policy(d.Self),
-		timing: Timing{ReviewTimeout: cfg.ReviewTimeout},
+		timing: Timing{ReviewTimeout: cfg.ReviewTimeout, EscalationLabel: cfg.EscalationLabel},
 		sem:    make(chan struct{}, max(1, cfg.PollConcurrency)),
 		repos:  map[string]*repoWatch{},
 	}
@@ -177,7 +185,7 @@ func (s *Service) repo(r ghref.Repo) *repoWatch {
 	key := r.Key()
 	rw, ok := s.repos[key]
 	if !ok {
-		rw = &repoWatch{repo: r, kick: make(chan struct{}, 1), prs: map[int]bool{}, pending: map[int]bool{}, memo: map[int]state.PR{}}
+		rw = &repoWatch{repo: r, kick: make(chan struct{}, 1), prs: map[int]bool{}, pending: map[int]bool{}, memo: map[int]state.PR{}, seen: map[int]seenSignals{}}
 		s.repos[key] = rw
 	}
 	return rw
@@ -283,9 +291,10 @@ func (s *Service) loop(ctx context.Context, rw *repoWatch) {
 	}
 }
 
-// jitter returns d ± 10%, so repositories that started together drift apart.
+// jitter returns d less up to 10%, so repositories that started together
+// drift apart, while no PR waits longer than one interval between probes.
 func jitter(d time.Duration) time.Duration {
-	return d - d/10 + rand.N(d/5+1)
+	return d - rand.N(d/10+1)
 }
 
 // acquire bounds concurrent GitHub work.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/poller"
 )
 
@@ -429,4 +430,73 @@ func signHook(secret, body []byte) string {
 	m := hmac.New(sha256.New, secret)
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// TestPoller_DiscoveryOfUntouchedPRsCostsOnlyTheProbe: watching begins on
+// a PR nobody has touched without reading its details; a later reaction is
+// then read and counted.
+func TestPoller_DiscoveryOfUntouchedPRsCostsOnlyTheProbe(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.sim.ResetStats()
+	e.start(e.config(func(c *poller.Config) { c.Repos = []string{"acme/socket.io"} }))
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	st := e.sim.Stats()
+	for _, route := range []string{
+		"GET /repos/{owner}/{repo}/issues/{number}/reactions", "GET /repos/{owner}/{repo}/issues/{number}/comments",
+		"GET /repos/{owner}/{repo}/pulls/{number}/reviews", "GET /repos/{owner}/{repo}/pulls/{number}/comments",
+		"GET /repos/{owner}/{repo}/commits/{ref}", "GET /repos/{owner}/{repo}/pulls/{number}",
+	} {
+		assert.Zero(t, st.ByRoute[route], route)
+	}
+	e.tick()
+	_, err := e.sim.AddReaction(e.pr, "alice", "+1")
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
+	st = e.sim.Stats()
+	assert.Equal(t, 1, st.ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"], "a reaction is read once")
+	for _, route := range []string{
+		"GET /repos/{owner}/{repo}/issues/{number}/comments", "GET /repos/{owner}/{repo}/pulls/{number}/reviews",
+		"GET /repos/{owner}/{repo}/pulls/{number}/comments", "GET /repos/{owner}/{repo}/commits/{ref}",
+	} {
+		assert.Zero(t, st.ByRoute[route], "a change of reactions alone reads nothing else: %s", route)
+	}
+}
+
+// TestPoller_RemovingEscalationLabelResumes: after an escalation (label on
+// the PR, recorded in state), a human removing the label resets the fix
+// cycle and the pending change request reaches the agent again.
+func TestPoller_RemovingEscalationLabelResumes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
+	_, err := e.sim.AddIssueComment(e.pr, "alice", "please fix")
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor)
+
+	// The escalator's part: record the escalation, then label the PR.
+	_, err = e.store.Update(t.Context(), e.pr, func(p *state.PR) error {
+		p.FixCycle = 2
+		p.Escalations = map[events.Reason]time.Time{events.ReasonMaxFixCycles: e.sim.Now()}
+		return nil
+	})
+	require.NoError(t, err)
+	_, err = e.client.AddLabels(t.Context(), e.pr, "human-review-required")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, _, err := e.store.Get(t.Context(), e.pr)
+		return err == nil && st.EscalationLabelSeen
+	}, waitFor, 10*time.Millisecond)
+	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeFeedbackReceived), "nothing republished while escalated")
+
+	e.tick()
+	require.NoError(t, e.client.RemoveLabel(t.Context(), e.pr, "human-review-required"))
+	fb := e.rec.WaitCount(t, e.pr, events.TypeFeedbackReceived, 2, waitFor).Data.(*events.FeedbackReceived)
+	assert.Zero(t, fb.FixCycle, "the fix cycle starts again")
+	st, _, err := e.store.Get(t.Context(), e.pr)
+	require.NoError(t, err)
+	assert.Empty(t, st.Escalations)
 }

@@ -27,28 +27,38 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 	if err != nil {
 		return err
 	}
-	pulls, err := s.d.GitHub.ListPulls(ctx, rw.repo, "open")
+	pulls, pv, err := s.d.GitHub.ListPullSummariesIfChanged(ctx, rw.repo, "open", rw.pullsVersion)
 	if err != nil {
 		release()
 		return fmt.Errorf("probe pulls of %s: %w", rw.repo, err)
 	}
-	issues, err := s.d.GitHub.ListIssues(ctx, rw.repo, github.IssueListOptions{State: "open"})
+	issues, iv, err := s.d.GitHub.ListIssueSummariesIfChanged(ctx, rw.repo, github.IssueListOptions{State: "open"}, rw.issuesVersion)
 	release()
 	if err != nil {
 		return fmt.Errorf("probe issues of %s: %w", rw.repo, err)
 	}
-
-	open := make(map[int]*gh.PullRequest, len(pulls))
-	heads := make(map[string][]int, len(pulls))
-	for _, p := range pulls {
-		open[p.GetNumber()] = p
-		heads[p.GetHead().GetSHA()] = append(heads[p.GetHead().GetSHA()], p.GetNumber())
-	}
-	byNumber := make(map[int]*github.Issue, len(issues))
-	for _, is := range issues {
-		if is.IsPull() {
-			byNumber[is.GetNumber()] = is
+	// Unchanged lists come back without items; the compact snapshots of the
+	// last change stand.
+	if pulls != nil {
+		rw.pulls = make(map[int]pullInfo, len(pulls))
+		for _, p := range pulls {
+			rw.pulls[p.Number] = pullInfoOfSummary(p)
 		}
+	}
+	rw.pullsVersion = pv
+	if issues != nil {
+		rw.issues = make(map[int]issueInfo, len(issues))
+		for _, is := range issues {
+			if is.IsPull() {
+				rw.issues[is.Number] = issueInfoOf(is)
+			}
+		}
+	}
+	rw.issuesVersion = iv
+	open := rw.pulls
+	heads := make(map[string][]int, len(open))
+	for n, p := range open {
+		heads[p.head] = append(heads[p.head], n)
 	}
 
 	rw.mu.Lock()
@@ -74,6 +84,11 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 		pr := rw.repo.PR(n)
 		plog := log.With("pr", pr.String())
 		p, isOpen := open[n]
+		is, hasIssue := rw.issues[n]
+		var isp *issueInfo
+		if hasIssue {
+			isp = &is
+		}
 		memo, known := rw.memo[n]
 		var err error
 		switch {
@@ -81,8 +96,8 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 			if !known || !memo.Closed {
 				err = s.closed(ctx, rw, pr, plog)
 			}
-		case !known || memo.Closed || memo.Fingerprint != fingerprint(p, byNumber[n]):
-			err = s.evaluate(ctx, rw, pr, p, byNumber[n], plog)
+		case !known || memo.Closed || memo.Fingerprint != fingerprint(p, isp):
+			err = s.evaluate(ctx, rw, pr, p, isp, plog)
 		default:
 			err = s.checkTimeout(ctx, rw, pr, plog)
 		}
@@ -94,30 +109,91 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 }
 
 // wanted applies the auto-discovery filters.
-func (s *Service) wanted(p *gh.PullRequest) bool {
-	if s.cfg.WatchLabel != "" && !slices.ContainsFunc(p.Labels, func(l *gh.Label) bool { return strings.EqualFold(l.GetName(), s.cfg.WatchLabel) }) {
+func (s *Service) wanted(p pullInfo) bool {
+	if s.cfg.WatchLabel != "" && !slices.ContainsFunc(p.labels, func(l string) bool { return strings.EqualFold(l, s.cfg.WatchLabel) }) {
 		return false
 	}
-	if len(s.cfg.WatchAuthors) > 0 && !slices.ContainsFunc(s.cfg.WatchAuthors, func(a string) bool { return strings.EqualFold(a, p.GetUser().GetLogin()) }) {
+	if len(s.cfg.WatchAuthors) > 0 && !slices.ContainsFunc(s.cfg.WatchAuthors, func(a string) bool { return strings.EqualFold(a, p.author) }) {
 		return false
 	}
 	return true
 }
 
+// pullInfo is what the poller keeps of a PR from the open-pulls list.
+type pullInfo struct {
+	head, author, url string
+	created, updated  time.Time
+	labels            []string
+}
+
+func pullInfoOf(p *gh.PullRequest) pullInfo {
+	pi := pullInfo{
+		head: p.GetHead().GetSHA(), author: p.GetUser().GetLogin(), url: p.GetHTMLURL(),
+		created: p.GetCreatedAt().Time, updated: p.GetUpdatedAt().Time,
+	}
+	for _, l := range p.Labels {
+		pi.labels = append(pi.labels, l.GetName())
+	}
+	return pi
+}
+
+func pullInfoOfSummary(p github.PullSummary) pullInfo {
+	pi := pullInfo{head: p.Head.SHA, author: p.User.Login, url: p.HTMLURL, created: p.CreatedAt, updated: p.UpdatedAt}
+	for _, l := range p.Labels {
+		pi.labels = append(pi.labels, l.Name)
+	}
+	return pi
+}
+
+// issueInfo is what the poller keeps of a PR from the open-issues list.
+type issueInfo struct {
+	updated   time.Time
+	comments  int
+	reactions int
+	rollup    string
+}
+
+func issueInfoOf(is github.IssueSummary) issueInfo {
+	r := &is.Reactions
+	return issueInfo{
+		updated: is.UpdatedAt, comments: is.Comments, reactions: r.GetTotalCount(),
+		rollup: fmt.Sprintf("%d:%d:%d:%d:%d:%d:%d:%d:%d", r.GetTotalCount(), r.GetPlusOne(), r.GetMinusOne(), r.GetLaugh(),
+			r.GetConfused(), r.GetHeart(), r.GetHooray(), r.GetRocket(), r.GetEyes()),
+	}
+}
+
 // fingerprint summarises what the probe lists show of a PR. It changes with
 // a push, a comment, a review, a label, an edit (updated_at) and with
 // reactions (the rollup; GitHub does not move updated_at for them).
-func fingerprint(p *gh.PullRequest, is *github.Issue) string {
-	var b strings.Builder
-	b.WriteString(p.GetHead().GetSHA())
-	b.WriteByte('|')
-	b.WriteString(p.GetUpdatedAt().UTC().Format("2006-01-02T15:04:05"))
+func fingerprint(p pullInfo, is *issueInfo) string {
+	fp := p.head + "|" + p.updated.UTC().Format(time.RFC3339) + "|" + strings.Join(p.labels, ",")
 	if is != nil {
-		r := is.ReactionCounts()
-		fmt.Fprintf(&b, "|%s|%d|%d:%d:%d:%d:%d:%d:%d:%d:%d", is.GetUpdatedAt().UTC().Format("2006-01-02T15:04:05"), is.GetComments(),
-			r.GetTotalCount(), r.GetPlusOne(), r.GetMinusOne(), r.GetLaugh(), r.GetConfused(), r.GetHeart(), r.GetHooray(), r.GetRocket(), r.GetEyes())
+		fp += "|" + activityKey(p, is) + "|" + is.rollup
 	}
-	return b.String()
+	return fp
+}
+
+// seenSignals is what one evaluation read of a PR.
+type seenSignals struct {
+	head    string
+	updated string
+	sig     review.Signals
+}
+
+// activityKey is the part of a PR's probe summary that everything but a
+// reaction changes.
+func activityKey(p pullInfo, is *issueInfo) string {
+	return p.updated.UTC().Format(time.RFC3339) + "|" + is.updated.UTC().Format(time.RFC3339) + "|" + strconv.Itoa(is.comments)
+}
+
+// untouched reports whether a PR shows no activity since it was opened: no
+// reactions, no comments, and updated_at still equal to created_at (pushes,
+// reviews, review comments, labels and edits all move updated_at).
+func untouched(p pullInfo, is *issueInfo) bool {
+	if is == nil || is.comments != 0 || is.reactions != 0 {
+		return false
+	}
+	return !p.created.IsZero() && p.created.Equal(p.updated) && is.updated.Equal(p.updated)
 }
 
 // evaluateFetched evaluates a kicked PR, reading it from GitHub first.
@@ -144,11 +220,11 @@ func (s *Service) evaluateFetched(ctx context.Context, rw *repoWatch, pr ghref.P
 	if p.GetState() != "open" {
 		return s.closed(ctx, rw, pr, log)
 	}
-	return s.evaluate(ctx, rw, pr, p, nil, log)
+	return s.evaluate(ctx, rw, pr, pullInfoOf(p), nil, log)
 }
 
 // evaluate gathers pr's signals, decides, publishes and stores.
-func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p *gh.PullRequest, is *github.Issue, log *slog.Logger) error {
+func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pullInfo, is *issueInfo, log *slog.Logger) error {
 	release, err := s.acquire(ctx)
 	if err != nil {
 		return err
@@ -159,33 +235,54 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p *g
 	if err != nil && !errors.Is(err, state.ErrNotFound) {
 		return err
 	}
-	head := p.GetHead().GetSHA()
+	head := p.head
+	var sig review.Signals
 	anchor := cur.HeadAnchor
-	if head != cur.HeadSHA {
-		switch {
-		case head == cur.PushedHeadSHA && !cur.PushedAt.IsZero():
-			anchor = cur.PushedAt
-		case cur.HeadSHA == "":
-			anchor, err = s.d.GitHub.GetCommitDate(ctx, pr.RepoRef(), head)
-			if err != nil {
-				return fmt.Errorf("read head commit of %s: %w", pr, err)
+	last, haveLast := rw.seen[pr.Number]
+	switch {
+	case cur.HeadSHA == "" && untouched(p, is):
+		// Nothing has happened since the PR was opened: no signal can exist,
+		// and any later one is newer than its creation. Anchoring there
+		// spares five requests per PR when watching begins on a large repo.
+		anchor = p.created
+	case haveLast && is != nil && last.head == head && head == cur.HeadSHA && last.updated == activityKey(p, is):
+		// Only the reactions rollup moved (GitHub moves updated_at for
+		// everything else): re-read the reactions, keep the rest.
+		sig = last.sig
+		if sig.Reactions, err = review.GatherReactions(ctx, s.d.GitHub, pr); err != nil {
+			return err
+		}
+	default:
+		if head != cur.HeadSHA {
+			switch {
+			case head == cur.PushedHeadSHA && !cur.PushedAt.IsZero():
+				anchor = cur.PushedAt
+			case cur.HeadSHA == "":
+				anchor, err = s.d.GitHub.GetCommitDate(ctx, pr.RepoRef(), head)
+				if err != nil {
+					return fmt.Errorf("read head commit of %s: %w", pr, err)
+				}
+			default:
+				anchor = s.d.Now()
 			}
-		default:
-			anchor = s.d.Now()
+		}
+		if sig, err = review.Gather(ctx, s.d.GitHub, pr, anchor); err != nil {
+			return err
 		}
 	}
-	sig, err := review.Gather(ctx, s.d.GitHub, pr, anchor)
-	if err != nil {
-		return err
+	if is != nil {
+		rw.seen[pr.Number] = seenSignals{head: head, updated: activityKey(p, is), sig: sig}
+	} else {
+		delete(rw.seen, pr.Number)
 	}
-	author := p.GetUser().GetLogin()
+	author := p.author
 	authz := s.auth.For(ctx, pr.RepoRef(), func(login string, err error) {
 		log.Warn("permission lookup failed; not counting the user this time", "user", login, "err", err)
 	})
 	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: author}, s.policy, authz)
 	obs := Observation{
-		HeadSHA: head, Anchor: anchor, Author: author, URL: p.GetHTMLURL(),
-		Verdict: verdict, Fingerprint: "", Now: s.d.Now(),
+		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url,
+		Verdict: verdict, Fingerprint: "", Labels: p.labels, Now: s.d.Now(),
 	}
 	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
