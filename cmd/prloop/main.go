@@ -21,6 +21,7 @@ pushed, merges what is approved and calls a human when the loop is stuck.
 Usage:
   prloop run          run all four services in one process (embedded NATS
                       in $PRLOOP_DATA_DIR unless $PRLOOP_NATS_URL is set)
+  prloop watch PR     ask a running prloop to watch owner/repo#N
   prloop ghsim        serve a GitHub simulator (no token, no network)
   prloop emit-test    publish one test CloudEvent to a running prloop
   prloop version      print the version
@@ -50,6 +51,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "run":
 		return runAll(ctx, args[1:], stderr)
+	case "watch":
+		return runWatch(ctx, args[1:], stdout, stderr)
 	case "ghsim":
 		return runGHSim(ctx, args[1:], stdout, stderr)
 	case "emit-test":

@@ -62,6 +62,9 @@ type Config struct {
 func (c Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Config.Validate()}
 	for _, r := range c.Repos {
+		if strings.TrimSpace(r) == "" {
+			continue // PRLOOP_REPOS= (set but empty) means none
+		}
 		if _, err := ghref.ParseRepo(r); err != nil {
 			errs = append(errs, fmt.Errorf("PRLOOP_REPOS: %w", err))
 		}

@@ -71,8 +71,10 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	next.Fingerprint = obs.Fingerprint
 	if obs.HeadSHA != "" && obs.HeadSHA != cur.HeadSHA {
 		next.HeadSHA = obs.HeadSHA
-		next.HeadAnchor = obs.Anchor
-		next.Status = "" // publish the new head's status, whatever it is
+		if !carriesApproval(cur, obs.HeadSHA) {
+			next.HeadAnchor = obs.Anchor
+			next.Status = "" // publish the new head's status, whatever it is
+		}
 	}
 	if next.WatchedSince.IsZero() {
 		next.WatchedSince = obs.Now
@@ -86,6 +88,11 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	var out []Emit
 	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA}
 	status := v.Status
+	if next.Status == events.StatusApproved && next.HeadSHA == next.MergeUpdatedHeadSHA && status != events.StatusChangesRequested {
+		// The merger brought the approved head up to date itself: the
+		// approval stands until a reviewer asks for changes.
+		status = events.StatusApproved
+	}
 	suppressed := status == events.StatusChangesRequested && next.FeedbackHeadSHA == next.HeadSHA
 	if status != next.Status && !suppressed {
 		next.Transitions++
@@ -117,6 +124,13 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	}
 	out = append(out, timeout(&next, obs.Now, tm)...)
 	return Decision{Emits: out, Next: next}
+}
+
+// carriesApproval reports whether a move of the head to sha keeps the
+// approval: only when the merger made that head itself by updating the
+// approved branch with its base (update-branch or rebase).
+func carriesApproval(cur state.PR, sha string) bool {
+	return cur.Status == events.StatusApproved && sha != "" && sha == cur.MergeUpdatedHeadSHA
 }
 
 // resumeAfterEscalation resets an escalated PR whose escalation label a

@@ -158,6 +158,40 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name: "the merger's own update of an approved head keeps the approval",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.MergeUpdatedHeadSHA = events.StatusApproved, "h2"
+				return c
+			}(),
+			obs: Observation{HeadSHA: "h2", Anchor: now, Verdict: verdict(events.StatusPending), Now: now},
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, "h2", n.HeadSHA)
+				assert.Equal(t, events.StatusApproved, n.Status)
+				assert.Equal(t, now.Add(-time.Hour), n.HeadAnchor, "the approved head's anchor stands")
+			},
+		},
+		{
+			name: "changes requested on the merger's updated head still count",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.HeadSHA, c.MergeUpdatedHeadSHA = events.StatusApproved, "h2", "h2"
+				return c
+			}(),
+			obs:       Observation{HeadSHA: "h2", Verdict: verdict(events.StatusChangesRequested), Now: now},
+			wantTypes: []events.Type{events.TypeFeedbackReceived}, wantIDs: [][]string{{"h2", "2"}},
+		},
+		{
+			name: "someone else's push after approval is a new, unreviewed head",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.MergeUpdatedHeadSHA = events.StatusApproved, "h2"
+				return c
+			}(),
+			obs:       Observation{HeadSHA: "h3", Anchor: now, Verdict: verdict(events.StatusPending), Now: now},
+			wantTypes: []events.Type{events.TypeReviewPending}, wantIDs: [][]string{{"h3", "2"}},
+		},
+		{
 			name: "no timeout once approved", cur: watched,
 			obs:       Observation{HeadSHA: "h1", Verdict: verdict(events.StatusApproved), Now: now.Add(5 * time.Hour)},
 			wantTypes: []events.Type{events.TypeReviewApproved}, wantIDs: [][]string{{"h1", "2"}},

@@ -140,6 +140,9 @@ func New(cfg Config, d Deps) *Service {
 		repos:  map[string]*repoWatch{},
 	}
 	for _, r := range cfg.Repos {
+		if strings.TrimSpace(r) == "" {
+			continue
+		}
 		if repo, err := ghref.ParseRepo(r); err == nil {
 			s.repo(repo).discover = true
 		}

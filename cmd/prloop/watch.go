@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/natsx"
+)
+
+func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("prloop watch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	worktree := fs.String("worktree", "", "a local checkout of the PR branch the agent may work in")
+	contextPath := fs.String("context", "", "spec or plan material for the agent's prompt (e.g. .specify/)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: prloop watch owner/repo#N [-worktree PATH] [-context PATH]\n\nAsks a running prloop (at $PRLOOP_NATS_URL, default %s) to watch a pull\nrequest: it publishes a PRWatchRequested event. Accepts owner/repo#N or a PR URL.\n\n", defaultNATSURL)
+		fs.PrintDefaults()
+	}
+	// Accept flags before or after the PR.
+	var positional []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			positional = append(positional, args[0])
+			args = args[1:]
+		}
+	}
+	if len(positional) != 1 {
+		fs.Usage()
+		return fmt.Errorf("%w: prloop watch takes one PR (owner/repo#N or a URL), got %d", errUsage, len(positional))
+	}
+	pr, err := ghref.ParsePR(positional[0])
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	for _, p := range []*string{worktree, contextPath} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return fmt.Errorf("%w: %v", errUsage, err)
+			}
+			*p = abs
+		}
+	}
+	if *worktree != "" {
+		if st, err := os.Stat(*worktree); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: -worktree %s is not a directory", errUsage, *worktree)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := natsx.Connect(ctx, natsx.Options{URL: natsURL(), CredsFile: os.Getenv("PRLOOP_NATS_CREDS_FILE"), Name: "prloop-cli"})
+	if err != nil {
+		return fmt.Errorf("%w (start prloop with 'prloop run' first, or point PRLOOP_NATS_URL at its NATS)", err)
+	}
+	defer conn.Close(context.Background())
+	d := &events.WatchRequested{Base: events.Base{PR: pr}, Worktree: *worktree, ContextPath: *contextPath, Actor: "cli"}
+	e, dup, err := events.NewEmitter(conn.JS, "cli").Emit(ctx, d, time.Now().UTC().Format(time.RFC3339))
+	if err != nil {
+		return err
+	}
+	if dup {
+		fmt.Fprintf(stdout, "already requested: watching %s\n", pr)
+		return nil
+	}
+	fmt.Fprintf(stdout, "watching %s (event %s)\n", pr, e.ID())
+	return nil
+}
