@@ -68,11 +68,23 @@ func runAll(ctx context.Context, args []string, stderr io.Writer) error {
 		if err != nil {
 			return nil, err
 		}
+		f, err := feedback.FromRuntime(ctx, rt, cfg.Feedback)
+		if err != nil {
+			return nil, err
+		}
+		m, err := merger.FromRuntime(ctx, rt, cfg.Merger)
+		if err != nil {
+			return nil, err
+		}
+		esc, err := escalator.FromRuntime(ctx, rt, cfg.Escalator)
+		if err != nil {
+			return nil, err
+		}
 		return []app.Service{
 			p,
-			feedback.New(rt, cfg.Feedback),
-			merger.New(rt, cfg.Merger),
-			escalator.New(rt, cfg.Escalator),
+			f,
+			m,
+			esc,
 		}, nil
 	})
 }

@@ -35,7 +35,10 @@ type Msg struct {
 	Data  Data
 	// Delivered counts deliveries of this message, 1 on the first.
 	Delivered uint64
-	raw       jetstream.Msg
+	// Seq is the message's stream sequence: events that arrived earlier have
+	// lower ones, so it orders events first come, first served.
+	Seq uint64
+	raw jetstream.Msg
 }
 
 // InProgress tells JetStream the handler is still working, resetting the ack
@@ -79,6 +82,10 @@ type ConsumerConfig struct {
 	// Backoff are the redelivery delays after a handler error, by delivery
 	// count; the last repeats. Default 1s, 5s, 30s, 2m, 5m.
 	Backoff []time.Duration
+	// MaxAckPending bounds the messages delivered and not yet acked, across
+	// every replica of the consumer. Default max(64, 4*Concurrency); 1
+	// delivers strictly one at a time, in stream order.
+	MaxAckPending int
 	// Grace is how long shutdown waits for running handlers before cancelling
 	// their context. Default 8s.
 	Grace time.Duration
@@ -98,6 +105,9 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	}
 	if len(c.Backoff) == 0 {
 		c.Backoff = []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 5 * time.Minute}
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = max(64, 4*c.Concurrency)
 	}
 	if c.Grace <= 0 {
 		c.Grace = 8 * time.Second
@@ -135,7 +145,7 @@ func EnsureConsumer(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfi
 		AckWait:        c.AckWait,
 		MaxDeliver:     c.MaxDeliver,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		MaxAckPending:  max(64, 4*c.Concurrency),
+		MaxAckPending:  c.MaxAckPending,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", c.Durable, err)
@@ -209,9 +219,9 @@ func next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
 }
 
 func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, h Handler) {
-	var delivered uint64 = 1
+	var delivered, seq uint64 = 1, 0
 	if md, err := raw.Metadata(); err == nil {
-		delivered = md.NumDelivered
+		delivered, seq = md.NumDelivered, md.Sequence.Stream
 	}
 	e, d, err := Decode(raw.Data())
 	if err != nil {
@@ -221,7 +231,7 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 	log = log.With("pr", d.Ref().String(), "type", e.Type(), "id", e.ID())
 
 	stop := heartbeat(raw, c.AckWait/3)
-	err = h(ctx, &Msg{Event: e, Data: d, Delivered: delivered, raw: raw})
+	err = h(ctx, &Msg{Event: e, Data: d, Delivered: delivered, Seq: seq, raw: raw})
 	stop()
 
 	switch {

@@ -40,13 +40,13 @@
 //	| PRReviewApproved      | poller       | approved on head_sha                                          | status, actor, approvers                     |
 //	| ReviewTimeout         | poller       | no approval within the review timeout                         | reason, missing_reviewers, detail            |
 //	| PRMergeQueued         | merger       | entered the merge queue of its base branch                    | position, base                               |
-//	| PRMerged              | merger       | merged by prloop                                              | merge_sha, merge_method                      |
-//	| PRMergeFailed         | merger       | prloop gave up merging                                        | reason, detail                               |
+//	| PRMerged              | merger       | merged by prloop                                              | merge_sha, merge_method, dry_run             |
+//	| PRMergeFailed         | merger       | prloop gave up merging                                        | reason, detail, dry_run                      |
 //	| PRClosed              | poller       | closed or merged outside prloop; watching stops               | merged, actor                                |
 //	| PREscalationRequested | any service  | a human is needed                                             | reason, severity, fix_cycle, detail, …       |
 //	| PREscalated           | escalator    | the human was called (label, comment, webhook)                | reason, severity, actions                    |
 //
 // Reasons are fixed codes: review_timeout, max_fix_cycles, feedback_failed,
-// review_workflow_failed, checks_failed, merge_conflict. Severities are info,
+// review_workflow_failed, checks_failed, merge_conflict, not_mergeable. Severities are info,
 // warning and blocking.
 package events

@@ -71,6 +71,9 @@ const (
 	ReasonReviewWorkflowFailed Reason = "review_workflow_failed"
 	ReasonChecksFailed         Reason = "checks_failed"
 	ReasonMergeConflict        Reason = "merge_conflict"
+	// ReasonNotMergeable says GitHub would not merge the PR for a reason
+	// other than checks or conflicts (a draft, a refused merge).
+	ReasonNotMergeable Reason = "not_mergeable"
 )
 
 // Severity says how urgently a human is needed.
@@ -166,6 +169,8 @@ type ReviewTimeout struct {
 // MergeQueued says the PR entered its base branch's merge queue.
 type MergeQueued struct {
 	Base
+	// Position is the PR's place in its base branch's queue, first come
+	// first served: 1 is being merged or next, 2 has one PR ahead of it.
 	Position   int    `json:"position"`
 	BaseBranch string `json:"base,omitempty"`
 }
@@ -176,6 +181,9 @@ type Merged struct {
 	MergeSHA    string `json:"merge_sha"`
 	MergeMethod string `json:"merge_method,omitempty"`
 	Actor       string `json:"actor,omitempty"`
+	// DryRun says prloop only would have merged (PRLOOP_DRY_RUN): nothing
+	// changed on GitHub and MergeSHA is empty.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // MergeFailed says prloop gave up merging the PR.
@@ -183,6 +191,9 @@ type MergeFailed struct {
 	Base
 	Reason Reason `json:"reason"`
 	Detail string `json:"detail,omitempty"`
+	// DryRun says this is what prloop would have done (PRLOOP_DRY_RUN); no
+	// escalation was requested.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Closed says the PR was closed, or merged outside prloop; watching stops.

@@ -2,8 +2,8 @@ package github
 
 import (
 	"net/http"
-	"strings"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"

@@ -56,7 +56,8 @@ type Options struct {
 type Client struct {
 	gh      *gh.Client
 	baseURL *url.URL
-	token   Secret // for redaction of echoed text; empty with App auth
+	token   Secret                    // for redaction of echoed text; empty with App auth
+	app     *ghinstallation.Transport // App installation auth, else nil
 	cache   *lruCache
 	log     *slog.Logger
 	obs     Observer
@@ -152,6 +153,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 			return nil, fmt.Errorf("%s: load GitHub App key: %w", envKeyPath, err)
 		}
 		itr.BaseURL = strings.TrimSuffix(base.String(), "/")
+		c.app = itr
 		layer = &hostGuard{host: base.Host, auth: itr, plain: layer}
 		c.log.Info("github auth", "source", "app", "app_id", cfg.AppID, "installation_id", cfg.AppInstallationID)
 	} else {
@@ -197,6 +199,21 @@ func (c *Client) WebURL() string {
 		u.Path = strings.TrimSuffix(u.Path, "api/v3/")
 	}
 	return strings.TrimSuffix(u.String(), "/")
+}
+
+// GitToken returns the credential for git over HTTPS to the same GitHub:
+// the configured token, or a fresh GitHub App installation token (they
+// expire after an hour, so ask again for each git operation). Callers hand
+// it to git through the environment only, never in a URL or an argument.
+func (c *Client) GitToken(ctx context.Context) (Secret, error) {
+	if c.app == nil {
+		return c.token, nil
+	}
+	tok, err := c.app.Token(ctx)
+	if err != nil {
+		return "", fmt.Errorf("get GitHub App installation token for git: %w", err)
+	}
+	return Secret(tok), nil
 }
 
 // GitHub returns the underlying go-github client for calls this package does

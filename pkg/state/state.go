@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -102,6 +103,19 @@ func (p PR) Escalated() bool { return len(p.Escalations) > 0 }
 // encoded as in event subjects.
 func Key(pr ghref.PR) string {
 	return "pr." + events.EncodeToken(pr.Owner) + "." + events.EncodeToken(pr.Repo) + "." + strconv.Itoa(pr.Number)
+}
+
+// ParseKey is the inverse of Key.
+func ParseKey(key string) (ghref.PR, error) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 4 || parts[0] != "pr" {
+		return ghref.PR{}, fmt.Errorf("state key %q: want pr.<owner>.<repo>.<number>", key)
+	}
+	pr, _, err := events.ParseSubject(strings.Join(append(parts, "x"), "."))
+	if err != nil {
+		return ghref.PR{}, fmt.Errorf("state key %q: %w", key, err)
+	}
+	return pr, nil
 }
 
 // KV is the part of jetstream.KeyValue the store uses.

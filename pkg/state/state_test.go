@@ -119,3 +119,14 @@ func TestStore_List(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, got, 3)
 }
+
+func TestParseKey_RoundTrip(t *testing.T) {
+	t.Parallel()
+	got, err := state.ParseKey(state.Key(ghref.PR{Owner: "Acme", Repo: "Socket.IO", Number: 12}))
+	require.NoError(t, err)
+	assert.Equal(t, "acme/socket.io#12", got.String())
+	for _, bad := range []string{"pr.acme.w", "x.acme.w.1", "pr.acme.w.zero", "pr.Acme.w.1"} {
+		_, err := state.ParseKey(bad)
+		assert.Error(t, err, bad)
+	}
+}

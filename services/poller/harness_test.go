@@ -17,6 +17,7 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
+	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/poller"
 )
@@ -84,13 +85,15 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // config is a fast-polling poller configuration for tests.
 func (e *env) config(mut ...func(*poller.Config)) poller.Config {
 	cfg := poller.Config{
-		ReviewProtocols:       []string{"emoji", "reviews"},
-		ReviewFailurePatterns: []string{"API Error", "Timeout", "503", "workflow failed"},
-		ReviewTimeout:         2 * time.Hour,
-		PollInterval:          50 * time.Millisecond,
-		PollConcurrency:       4,
-		PermissionCacheTTL:    time.Hour,
-		EscalationLabel:       "human-review-required",
+		PolicyConfig: review.PolicyConfig{
+			ReviewProtocols:       []string{"emoji", "reviews"},
+			ReviewFailurePatterns: []string{"API Error", "Timeout", "503", "workflow failed"},
+			PermissionCacheTTL:    time.Hour,
+		},
+		ReviewTimeout:   2 * time.Hour,
+		PollInterval:    50 * time.Millisecond,
+		PollConcurrency: 4,
+		EscalationLabel: "human-review-required",
 	}
 	for _, m := range mut {
 		m(&cfg)

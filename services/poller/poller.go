@@ -21,6 +21,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	gh "github.com/google/go-github/v66/github"
@@ -80,6 +81,22 @@ type Deps struct {
 	Self string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Shard, when set, limits this replica to the repositories it leases;
+	// nil means one poller owns every repository.
+	Shard *Sharder
+	// Kicks, when set, carries "evaluate this PR now" to whichever replica
+	// owns it; nil kicks locally.
+	Kicks KickBus
+	// NewPRs, when set, reports PRs other replicas started watching (keys
+	// appearing in the state bucket).
+	NewPRs func(ctx context.Context, found func(ghref.PR)) error
+}
+
+// KickBus carries kicks between poller replicas. Kicks only hurry an
+// evaluation: a lost one is made up by the next probe.
+type KickBus interface {
+	Publish(pr ghref.PR) error
+	Subscribe(ctx context.Context, kick func(ghref.PR)) error
 }
 
 // Service is the poller.
@@ -104,6 +121,10 @@ type repoWatch struct {
 	repo     ghref.Repo
 	discover bool
 	kick     chan struct{}
+	// probeNow asks for a probe at once (the repository was just leased);
+	// reload says the memo must be read afresh from the state bucket first.
+	probeNow chan struct{}
+	reload   atomic.Bool
 
 	mu      sync.Mutex
 	prs     map[int]bool // watched PR numbers
@@ -133,7 +154,7 @@ func New(cfg Config, d Deps) *Service {
 		cfg:    cfg,
 		d:      d,
 		emit:   events.NewEmitter(d.JS, Name),
-		auth:   review.NewAuthorization(cfg.Reviewers, d.GitHub.GetPermission, cfg.PermissionCacheTTL),
+		auth:   cfg.Authorization(d.GitHub.GetPermission),
 		policy: cfg.Policy(d.Self),
 		timing: Timing{ReviewTimeout: cfg.ReviewTimeout, EscalationLabel: cfg.EscalationLabel},
 		sem:    make(chan struct{}, max(1, cfg.PollConcurrency)),
@@ -175,6 +196,26 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 
+	if sh := s.d.Shard; sh != nil {
+		sh.onAcquire, sh.onRelease = s.leased, s.unleased
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); sh.Run(ctx, s.repoList) }()
+	}
+	if s.d.Kicks != nil {
+		if err := s.d.Kicks.Subscribe(ctx, s.Kick); err != nil {
+			return fmt.Errorf("subscribe to poller kicks: %w", err)
+		}
+	}
+	if s.d.NewPRs != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := s.d.NewPRs(ctx, func(pr ghref.PR) { s.watch(pr) }); err != nil && ctx.Err() == nil {
+				s.d.Log.Warn("watching the state bucket for new PRs stopped", "err", err)
+			}
+		}()
+	}
+
 	err = events.Consume(ctx, s.d.JS, events.ConsumerConfig{Durable: Name, Types: Types, Logger: s.d.Log, Concurrency: 2}, s.handle)
 	s.wg.Wait()
 	return err
@@ -188,7 +229,7 @@ func (s *Service) repo(r ghref.Repo) *repoWatch {
 	key := r.Key()
 	rw, ok := s.repos[key]
 	if !ok {
-		rw = &repoWatch{repo: r, kick: make(chan struct{}, 1), prs: map[int]bool{}, pending: map[int]bool{}, memo: map[int]state.PR{}, seen: map[int]seenSignals{}}
+		rw = &repoWatch{repo: r, kick: make(chan struct{}, 1), probeNow: make(chan struct{}, 1), prs: map[int]bool{}, pending: map[int]bool{}, memo: map[int]state.PR{}, seen: map[int]seenSignals{}}
 		s.repos[key] = rw
 	}
 	return rw
@@ -208,12 +249,64 @@ func (s *Service) watch(pr ghref.PR) *repoWatch {
 	return rw
 }
 
-// Kick asks for an immediate evaluation of pr (webhooks, events).
+// repoList returns every repository the poller knows of.
+func (s *Service) repoList() []ghref.Repo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]ghref.Repo, 0, len(s.repos))
+	for _, rw := range s.repos {
+		out = append(out, rw.repo)
+	}
+	return out
+}
+
+// owns reports whether this replica probes repo.
+func (s *Service) owns(repo ghref.Repo) bool { return s.d.Shard == nil || s.d.Shard.Owns(repo) }
+
+// leased is called when this replica takes a repository over: its loop
+// re-reads the PRs' state (another replica may have moved it on) and probes
+// at once.
+func (s *Service) leased(repo ghref.Repo) {
+	s.mu.Lock()
+	rw := s.repo(repo)
+	if s.started {
+		s.startLoop(rw)
+	}
+	s.mu.Unlock()
+	rw.reload.Store(true)
+	select {
+	case rw.probeNow <- struct{}{}:
+	default:
+	}
+}
+
+// unleased is called when another replica takes a repository over.
+func (s *Service) unleased(repo ghref.Repo) {
+	s.mu.Lock()
+	rw, ok := s.repos[repo.Key()]
+	s.mu.Unlock()
+	if ok {
+		rw.reload.Store(true)
+	}
+}
+
+// kickAnywhere asks the replica that owns pr to evaluate it now.
+func (s *Service) kickAnywhere(pr ghref.PR) {
+	if s.d.Kicks != nil {
+		if err := s.d.Kicks.Publish(pr); err == nil {
+			return
+		}
+	}
+	s.Kick(pr)
+}
+
+// Kick asks for an immediate evaluation of pr (webhooks, events), if this
+// replica owns its repository.
 func (s *Service) Kick(pr ghref.PR) {
 	s.mu.Lock()
 	rw, ok := s.repos[pr.RepoRef().Key()]
 	s.mu.Unlock()
-	if !ok {
+	if !ok || !s.owns(pr.RepoRef()) {
 		return
 	}
 	rw.mu.Lock()
@@ -272,10 +365,10 @@ func (s *Service) loop(ctx context.Context, rw *repoWatch) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-			if err := s.probe(ctx, rw, log); err != nil && ctx.Err() == nil {
-				log.Warn("probe failed; retrying next interval", "err", err)
-			}
+			s.probeOwned(ctx, rw, log)
 			timer.Reset(jitter(s.cfg.PollInterval))
+		case <-rw.probeNow:
+			s.probeOwned(ctx, rw, log)
 		case <-rw.kick:
 			rw.mu.Lock()
 			nums := make([]int, 0, len(rw.pending))
@@ -292,6 +385,49 @@ func (s *Service) loop(ctx context.Context, rw *repoWatch) {
 			}
 		}
 	}
+}
+
+// probeOwned probes rw if this replica owns it, first re-reading the state
+// of its PRs when ownership changed since the last probe.
+func (s *Service) probeOwned(ctx context.Context, rw *repoWatch, log *slog.Logger) {
+	if !s.owns(rw.repo) {
+		return
+	}
+	if rw.reload.Swap(false) {
+		if err := s.reloadMemo(ctx, rw); err != nil {
+			rw.reload.Store(true)
+			log.Warn("reading the repository's PR state failed; retrying next interval", "err", err)
+			return
+		}
+	}
+	if err := s.probe(ctx, rw, log); err != nil && ctx.Err() == nil {
+		log.Warn("probe failed; retrying next interval", "err", err)
+	}
+}
+
+// reloadMemo re-reads the stored state of rw's watched PRs and forgets what
+// the last probe saw: another replica may have moved them on meanwhile.
+func (s *Service) reloadMemo(ctx context.Context, rw *repoWatch) error {
+	rw.mu.Lock()
+	nums := make([]int, 0, len(rw.prs))
+	for n := range rw.prs {
+		nums = append(nums, n)
+	}
+	rw.mu.Unlock()
+	memo := make(map[int]state.PR, len(nums))
+	for _, n := range nums {
+		st, _, err := s.d.Store.Get(ctx, rw.repo.PR(n))
+		if errors.Is(err, state.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		memo[n] = st
+	}
+	rw.memo, rw.seen = memo, map[int]seenSignals{}
+	rw.pullsVersion, rw.issuesVersion = "", ""
+	return nil
 }
 
 // jitter returns d less up to 10%, so repositories that started together
@@ -369,6 +505,9 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 		}
 		return nil // a new evaluation would find the same status: nothing to kick
 	case *events.Merged:
+		if d.DryRun {
+			return nil // PRLOOP_DRY_RUN: nothing was merged
+		}
 		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
 			p.Merged, p.Closed = true, true
 			if p.ClosedAt.IsZero() {
@@ -380,7 +519,7 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	default:
 		return nil
 	}
-	s.Kick(pr)
+	s.kickAnywhere(pr)
 	return nil
 }
 

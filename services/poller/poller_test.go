@@ -16,6 +16,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/poller"
 )
@@ -499,4 +500,25 @@ func TestPoller_RemovingEscalationLabelResumes(t *testing.T) {
 	st, _, err := e.store.Get(t.Context(), e.pr)
 	require.NoError(t, err)
 	assert.Empty(t, st.Escalations)
+}
+
+// TestPoller_DryRunMergeChangesNothing: a merger in dry-run mode reports
+// what it would merge; the poller does not take the PR for merged.
+func TestPoller_DryRunMergeChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config(func(c *poller.Config) { c.PollInterval = time.Hour })) // only events move it
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	_, _, err := e.emit.Emit(t.Context(), &events.Merged{Base: events.Base{PR: e.pr}, DryRun: true}, "dry")
+	require.NoError(t, err)
+	cons := natstest.Consumer(t, e.conn.JS, poller.Name)
+	require.Eventually(t, func() bool {
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && info.Delivered.Stream >= 3
+	}, waitFor, 10*time.Millisecond, "the poller consumed the dry-run PRMerged")
+	st, _, err := e.store.Get(t.Context(), e.pr)
+	require.NoError(t, err)
+	assert.False(t, st.Merged)
+	assert.False(t, st.Closed)
 }

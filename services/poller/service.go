@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/app"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/state"
 )
 
 // FromRuntime builds the poller for a process: the GitHub client from cfg,
@@ -27,9 +30,21 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 		}
 	}
 	js := rt.JS
+	log := rt.Log.With("component", Name)
+	leases, err := EnsureLeases(ctx, js, cfg.StreamReplicas)
+	if err != nil {
+		return nil, err
+	}
+	prs, err := js.KeyValue(ctx, state.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("open kv bucket %s: %w", state.Bucket, err)
+	}
 	s := New(cfg, Deps{
-		GitHub: client, Store: rt.Store, JS: js, Log: rt.Log.With("component", Name), Self: self,
+		GitHub: client, Store: rt.Store, JS: js, Log: log, Self: self,
 		Merged: MergedByPrloop(js),
+		Shard:  NewSharder(leases, leaseTTL(cfg.PollInterval), log),
+		Kicks:  natsKicks{nc: rt.Conn.NC},
+		NewPRs: WatchNewPRs(prs),
 	})
 	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
 	if cfg.WebhookSecret != "" {
@@ -59,3 +74,66 @@ func MergedByPrloop(js StreamReader) MergedChecker {
 }
 
 var _ app.Service = (*Service)(nil)
+
+// leaseTTL is how long a repository lease lives unless renewed: one poll
+// interval (at least 2 s, well above clock skew between hosts, which lease
+// expiry depends on), so a dead replica's repositories are taken over
+// within about 1.25 intervals and probed at once.
+func leaseTTL(interval time.Duration) time.Duration { return max(interval, 2*time.Second) }
+
+// KickSubject carries kicks between poller replicas (core NATS: a lost kick
+// is made up by the next probe).
+const KickSubject = "prloop.poller.kick"
+
+type natsKicks struct{ nc *nats.Conn }
+
+var _ KickBus = natsKicks{}
+
+func (k natsKicks) Publish(pr ghref.PR) error { return k.nc.Publish(KickSubject, []byte(pr.String())) }
+
+func (k natsKicks) Subscribe(ctx context.Context, kick func(ghref.PR)) error {
+	sub, err := k.nc.Subscribe(KickSubject, func(m *nats.Msg) {
+		if pr, err := ghref.ParsePR(string(m.Data)); err == nil {
+			kick(pr)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	go func() { <-ctx.Done(); _ = sub.Unsubscribe() }()
+	return nil
+}
+
+// KeyWatcher is the part of jetstream.KeyValue WatchNewPRs uses.
+type KeyWatcher interface {
+	WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error)
+}
+
+// WatchNewPRs reports PRs whose state appears in the bucket after the
+// watch starts: how a replica learns of PRs another replica was asked to
+// watch.
+func WatchNewPRs(kv KeyWatcher) func(ctx context.Context, found func(ghref.PR)) error {
+	return func(ctx context.Context, found func(ghref.PR)) error {
+		w, err := kv.WatchAll(ctx, jetstream.MetaOnly(), jetstream.UpdatesOnly(), jetstream.IgnoreDeletes())
+		if err != nil {
+			return fmt.Errorf("watch kv bucket %s: %w", state.Bucket, err)
+		}
+		defer w.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case e, ok := <-w.Updates():
+				if !ok {
+					return errors.New("state watch closed")
+				}
+				if e == nil {
+					continue
+				}
+				if pr, err := state.ParseKey(e.Key()); err == nil {
+					found(pr)
+				}
+			}
+		}
+	}
+}

@@ -11,7 +11,11 @@ import (
 
 func main() {
 	var cfg escalator.Config
-	app.Main(escalator.Name, &cfg, func(_ context.Context, rt *app.Runtime) ([]app.Service, error) {
-		return []app.Service{escalator.New(rt, cfg)}, nil
+	app.Main(escalator.Name, &cfg, func(ctx context.Context, rt *app.Runtime) ([]app.Service, error) {
+		s, err := escalator.FromRuntime(ctx, rt, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return []app.Service{s}, nil
 	})
 }

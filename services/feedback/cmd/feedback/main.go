@@ -11,7 +11,11 @@ import (
 
 func main() {
 	var cfg feedback.Config
-	app.Main(feedback.Name, &cfg, func(_ context.Context, rt *app.Runtime) ([]app.Service, error) {
-		return []app.Service{feedback.New(rt, cfg)}, nil
+	app.Main(feedback.Name, &cfg, func(ctx context.Context, rt *app.Runtime) ([]app.Service, error) {
+		s, err := feedback.FromRuntime(ctx, rt, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return []app.Service{s}, nil
 	})
 }

@@ -11,7 +11,11 @@ import (
 
 func main() {
 	var cfg merger.Config
-	app.Main(merger.Name, &cfg, func(_ context.Context, rt *app.Runtime) ([]app.Service, error) {
-		return []app.Service{merger.New(rt, cfg)}, nil
+	app.Main(merger.Name, &cfg, func(ctx context.Context, rt *app.Runtime) ([]app.Service, error) {
+		s, err := merger.FromRuntime(ctx, rt, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return []app.Service{s}, nil
 	})
 }

@@ -1,0 +1,143 @@
+package escalator
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+)
+
+func TestRenderComment(t *testing.T) {
+	t.Parallel()
+	pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: 7}
+	const head = "0123456789abcdef0123456789abcdef01234567"
+	def := CommentOptions{Label: DefaultLabel}
+	tests := []struct {
+		name        string
+		req         Request
+		opts        CommentOptions
+		contains    []string
+		notContains []string
+	}{
+		{
+			name: "max fix cycles says why, what was tried and what to do",
+			req: Request{PR: pr, HeadSHA: head, Reason: events.ReasonMaxFixCycles, Severity: events.SeverityBlocking, FixCycle: 3,
+				LastError: "agent exited with status 1"},
+			opts: CommentOptions{Label: DefaultLabel, Mentions: []string{"alice", "@acme/maintainers"}},
+			contains: []string{
+				"<!-- prloop:escalation reason=max_fix_cycles head=" + head + " -->\n",
+				"fix-cycle limit reached", "reason `max_fix_cycles`", "severity **blocking**",
+				"Fix cycles pushed by prloop: 3", "Last error:", "  agent exited with status 1\n", "Head commit: ` 0123456789ab `",
+				"react 👍", "Remove the `human-review-required` label to let prloop resume",
+				"fix-cycle count reset", "prloop runs no agent for it", "cc @alice @acme/maintainers",
+			},
+		},
+		{
+			name: "review timeout names the missing reviewers without pinging them",
+			req: Request{PR: pr, HeadSHA: head, Reason: events.ReasonReviewTimeout, Severity: events.SeverityWarning,
+				MissingReviewers: []string{"copilot-pull-request-reviewer", "github-actions[bot]"}, HumanReviewRequired: true},
+			opts: def,
+			contains: []string{
+				"no review in time", "reason `review_timeout`", "severity **warning**",
+				"Still waiting for: ` copilot-pull-request-reviewer `, ` github-actions[bot] `", "react 👍",
+			},
+			notContains: []string{"Fix cycles", "@copilot", "cc "},
+		},
+		{
+			name: "failed checks ask for a fix, not a review",
+			req: Request{PR: pr, HeadSHA: head, Reason: events.ReasonChecksFailed, Severity: events.SeverityBlocking,
+				Detail: "required checks failed: check unit-tests (failure)"},
+			opts:        def,
+			contains:    []string{"required checks failed", "Fix the failing checks", "Details:", "  required checks failed: check unit-tests (failure)\n"},
+			notContains: []string{"👍"},
+		},
+		{
+			name:     "merge conflict",
+			req:      Request{PR: pr, HeadSHA: head, Reason: events.ReasonMergeConflict, Severity: events.SeverityBlocking},
+			opts:     CommentOptions{Label: "needs-human"},
+			contains: []string{"merge conflict", "Resolve the conflicts", "Remove the `needs-human` label", "While the `needs-human` label"},
+		},
+		{
+			name:     "an unknown reason is still explained by its code",
+			req:      Request{PR: pr, HeadSHA: head, Reason: "quota_exhausted", Severity: events.SeverityInfo},
+			opts:     def,
+			contains: []string{"quota exhausted", "reason `quota_exhausted`", "severity **info**", "Remove the `human-review-required` label"},
+		},
+		{
+			name: "hostile text cannot format the comment or mention anyone",
+			req: Request{PR: pr, HeadSHA: "abc -->", Reason: events.ReasonFeedbackFailed, Severity: events.SeverityWarning,
+				LastError: "```\n@everyone <!-- hidden -->\n```", MissingReviewers: []string{"a`b @bob"}},
+			opts: def,
+			contains: []string{
+				"<!-- prloop:escalation reason=feedback_failed head=none -->\n", "  ````text\n  ```\n  @everyone <!-- hidden -->\n  ```\n  ````\n",
+				"`` a`b @bob ``",
+			},
+			notContains: []string{"Head commit"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := RenderComment(tt.req, tt.opts)
+			assert.True(t, strings.HasPrefix(got, Marker(tt.req.Reason, tt.req.HeadSHA)+"\n"), "the marker comes first:\n%s", got)
+			for _, s := range tt.contains {
+				assert.Contains(t, got, s)
+			}
+			for _, s := range tt.notContains {
+				assert.NotContains(t, got, s)
+			}
+		})
+	}
+}
+
+func TestRenderComment_TruncatesLongText(t *testing.T) {
+	t.Parallel()
+	got := RenderComment(Request{Reason: events.ReasonFeedbackFailed, LastError: strings.Repeat("é", 5000)}, CommentOptions{Label: DefaultLabel})
+	assert.Contains(t, got, "… (truncated)")
+	assert.Less(t, len(got), 4000)
+}
+
+func TestRequestOf(t *testing.T) {
+	t.Parallel()
+	pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: 7}
+	b := events.Base{PR: pr, HeadSHA: "abc"}
+	tests := []struct {
+		name    string
+		data    events.Data
+		ok      bool
+		wantErr bool
+		want    Request
+	}{
+		{name: "review timeout", ok: true, data: &events.ReviewTimeout{Base: b, MissingReviewers: []string{"bot"}, Detail: "2h"},
+			want: Request{PR: pr, HeadSHA: "abc", Reason: events.ReasonReviewTimeout, Severity: events.SeverityWarning,
+				MissingReviewers: []string{"bot"}, Detail: "2h", HumanReviewRequired: true, Actor: "poller"}},
+		{name: "escalation request carries everything", ok: true,
+			data: &events.EscalationRequested{Base: b, Reason: events.ReasonMaxFixCycles, Severity: events.SeverityBlocking, FixCycle: 3, LastError: "boom", Actor: "feedback"},
+			want: Request{PR: pr, HeadSHA: "abc", Reason: events.ReasonMaxFixCycles, Severity: events.SeverityBlocking, FixCycle: 3, LastError: "boom", Actor: "feedback"}},
+		{name: "unknown severity becomes warning", ok: true,
+			data: &events.EscalationRequested{Base: b, Reason: events.ReasonChecksFailed, Severity: "panic"},
+			want: Request{PR: pr, HeadSHA: "abc", Reason: events.ReasonChecksFailed, Severity: events.SeverityWarning}},
+		{name: "a request without a reason code is refused", ok: true, wantErr: true, data: &events.EscalationRequested{Base: b, Severity: events.SeverityInfo}},
+		{name: "a reason that is not a code is refused", ok: true, wantErr: true, data: &events.EscalationRequested{Base: b, Reason: "x --> y"}},
+		{name: "other events are not requests", data: &events.Merged{Base: b}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok, err := RequestOf(tt.data)
+			assert.Equal(t, tt.ok, ok)
+			if tt.wantErr {
+				require.Error(t, err)
+				return
+			}
+			require.NoError(t, err)
+			if tt.ok {
+				assert.Equal(t, tt.want, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,83 @@
+package escalator
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/prloop/prloop/pkg/config"
+	"github.com/prloop/prloop/pkg/github"
+)
+
+// DefaultLabel is the escalation label unless PRLOOP_ESCALATION_LABEL says
+// otherwise.
+const DefaultLabel = "human-review-required"
+
+// Config is the escalator's configuration, read from PRLOOP_* variables.
+type Config struct {
+	config.Common
+	github.Config
+
+	// Label is put on an escalated PR. While it is there the feedback
+	// service runs no agent for the PR; removing it resumes the loop.
+	Label string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
+	// Mentions are GitHub logins or teams (org/team) the escalation comment
+	// mentions, e.g. "alice,acme/maintainers".
+	Mentions []string `envconfig:"PRLOOP_ESCALATION_MENTIONS"`
+	// WebhookURL, when set, receives a JSON summary of each escalation
+	// (Slack-compatible "text" plus structured fields). It is a secret: Slack
+	// webhook URLs are credentials, so it is never logged.
+	WebhookURL github.Secret `envconfig:"PRLOOP_ESCALATION_WEBHOOK_URL"`
+	// WebhookRetries is how often a failed webhook delivery (network error,
+	// 5xx, 429) is retried.
+	WebhookRetries int `envconfig:"PRLOOP_ESCALATION_WEBHOOK_RETRIES" default:"3"`
+	// WebhookBackoff is the wait before the first retry; it doubles after
+	// each one.
+	WebhookBackoff time.Duration `envconfig:"PRLOOP_ESCALATION_WEBHOOK_BACKOFF" default:"1s"`
+	// WebhookTimeout bounds one delivery attempt.
+	WebhookTimeout time.Duration `envconfig:"PRLOOP_ESCALATION_WEBHOOK_TIMEOUT" default:"10s"`
+	// GitHubLogin is prloop's own login; when set, only its comments count
+	// when looking for an escalation comment already posted.
+	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
+	// ClaimTTL is the lease one replica holds on an escalation while doing
+	// it, so that two replicas never escalate the same PR and reason at once.
+	ClaimTTL time.Duration `envconfig:"PRLOOP_ESCALATION_CLAIM_TTL" default:"2m"`
+}
+
+var mentionRE = regexp.MustCompile(`^@?[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9_.-]+)?$`)
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	errs := []error{c.Common.Validate(), c.Config.Validate()}
+	if l := strings.TrimSpace(c.Label); l == "" || len(l) > 50 || strings.Contains(l, ",") {
+		errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_LABEL=%q: want a GitHub label name, 1 to 50 characters without commas", c.Label))
+	}
+	for _, m := range c.Mentions {
+		if !mentionRE.MatchString(strings.TrimSpace(m)) {
+			errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_MENTIONS: %q is not a GitHub login or org/team", m))
+		}
+	}
+	if c.WebhookURL != "" {
+		// The URL is a secret: say what is wrong without repeating it.
+		u, err := url.Parse(c.WebhookURL.Reveal())
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			errs = append(errs, errors.New("PRLOOP_ESCALATION_WEBHOOK_URL: want an http or https URL with a host"))
+		}
+	}
+	if c.WebhookRetries < 0 || c.WebhookRetries > 10 {
+		errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_WEBHOOK_RETRIES=%d: want 0 to 10", c.WebhookRetries))
+	}
+	if c.WebhookBackoff < 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_WEBHOOK_BACKOFF=%s: want a duration such as 1s", c.WebhookBackoff))
+	}
+	if c.WebhookTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_WEBHOOK_TIMEOUT=%s: want a positive duration such as 10s", c.WebhookTimeout))
+	}
+	if c.ClaimTTL < time.Second {
+		errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_CLAIM_TTL=%s: want at least 1s", c.ClaimTTL))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,188 @@
+package escalator_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/services/escalator"
+)
+
+const routeCreateComment = "POST /repos/{owner}/{repo}/issues/{number}/comments"
+
+// TestEscalator_LabelsCommentsAndPublishes: one request gives the label,
+// one comment that says why, what was tried and what to do, mentions the
+// configured people, a recorded escalation and PREscalated.
+func TestEscalator_LabelsCommentsAndPublishes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(config(func(c *escalator.Config) { c.Mentions = []string{"alice", "acme/maintainers"} }))
+	e.request(events.ReasonMaxFixCycles, "1", func(d *events.EscalationRequested) { d.MissingReviewers = []string{"copilot"} })
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor).Data.(*events.Escalated)
+	assert.Equal(t, events.ReasonMaxFixCycles, esc.Reason)
+	assert.Equal(t, events.SeverityBlocking, esc.Severity)
+	assert.Equal(t, e.head, esc.HeadSHA)
+	assert.Equal(t, []string{"label", "comment", "mention"}, esc.Actions)
+	assert.Empty(t, esc.Detail)
+
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	assert.Equal(t, []string{escalator.DefaultLabel}, info.Labels)
+	comments := e.comments()
+	require.Len(t, comments, 1)
+	body := comments[0]
+	for _, s := range []string{
+		escalator.Marker(events.ReasonMaxFixCycles, e.head), "reason `max_fix_cycles`", "severity **blocking**",
+		"Fix cycles pushed by prloop: 3", "agent exited with status 1", "` copilot `",
+		"react 👍", "Remove the `human-review-required` label", "cc @alice @acme/maintainers",
+	} {
+		assert.Contains(t, body, s)
+	}
+	e.waitSettled(1) // the escalation is recorded after PREscalated, then acked
+	st, _, err := e.store.Get(t.Context(), e.pr)
+	require.NoError(t, err)
+	assert.Contains(t, st.Escalations, events.ReasonMaxFixCycles)
+}
+
+// TestEscalator_OnceUnderRedeliveryAndRestart: the same request published
+// twice with different ids to two replicas, and again after both were
+// replaced, escalates once; a different reason (a review timeout)
+// escalates again, once.
+func TestEscalator_OnceUnderRedeliveryAndRestart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	stop1, stop2 := e.start(config()), e.start(config())
+	e.request(events.ReasonMaxFixCycles, "1")
+	e.request(events.ReasonMaxFixCycles, "2")
+	e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor)
+	e.waitSettled(2)
+	stop1()
+	stop2()
+
+	e.start(config())
+	e.request(events.ReasonMaxFixCycles, "3")
+	e.waitSettled(3)
+	assert.Equal(t, 1, e.escalationComments(events.ReasonMaxFixCycles))
+	assert.Equal(t, 1, e.sim.Stats().ByRoute[routeCreateComment])
+
+	_, _, err := e.emit.Emit(t.Context(), &events.ReviewTimeout{
+		Base: events.Base{PR: e.pr, HeadSHA: e.head}, MissingReviewers: []string{"copilot"},
+	}, "1")
+	require.NoError(t, err)
+	timeout := e.rec.WaitCount(t, e.pr, events.TypeEscalated, 2, waitFor).Data.(*events.Escalated)
+	assert.Equal(t, events.ReasonReviewTimeout, timeout.Reason)
+	assert.Equal(t, events.SeverityWarning, timeout.Severity)
+	e.waitSettled(4)
+	assert.Equal(t, 1, e.escalationComments(events.ReasonReviewTimeout))
+	assert.Equal(t, 2, e.sim.Stats().ByRoute[routeCreateComment])
+	assert.Equal(t, 2, e.rec.Count(e.pr, events.TypeEscalated))
+	st, _, err := e.store.Get(t.Context(), e.pr)
+	require.NoError(t, err)
+	assert.Len(t, st.Escalations, 2)
+}
+
+// TestEscalator_CommentFromBeforeACrashIsNotRepeated: a comment with the
+// marker is already there (posted just before a crash, never recorded);
+// the escalator finishes the escalation without posting another.
+func TestEscalator_CommentFromBeforeACrashIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.sim.AddIssueComment(e.pr, simtest.Login, escalator.Marker(events.ReasonMergeConflict, e.head)+"\nposted before the crash")
+	require.NoError(t, err)
+	e.start(config())
+	e.request(events.ReasonMergeConflict, "1")
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor).Data.(*events.Escalated)
+	assert.Equal(t, []string{"label", "comment"}, esc.Actions)
+	assert.Equal(t, 1, e.escalationComments(events.ReasonMergeConflict))
+	assert.Zero(t, e.sim.Stats().ByRoute[routeCreateComment])
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	assert.Equal(t, []string{escalator.DefaultLabel}, info.Labels)
+}
+
+// TestEscalator_WebhookDownStillLabelsAndComments: a webhook that cannot be
+// reached is retried and given up on; the label and comment are there and
+// PREscalated says the webhook failed, without revealing its URL.
+func TestEscalator_WebhookDownStillLabelsAndComments(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL + "/services/T000/B000/secret-token"
+	dead.Close()
+	e.start(config(func(c *escalator.Config) { c.WebhookURL = github.Secret(deadURL) }))
+	e.request(events.ReasonChecksFailed, "1")
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor).Data.(*events.Escalated)
+	assert.Equal(t, []string{"label", "comment"}, esc.Actions)
+	assert.Contains(t, esc.Detail, "webhook failed")
+	assert.NotContains(t, esc.Detail, "secret-token")
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	assert.Equal(t, []string{escalator.DefaultLabel}, info.Labels)
+	assert.Equal(t, 1, e.escalationComments(events.ReasonChecksFailed))
+}
+
+// TestEscalator_WebhookRetriesAfter500: a webhook answering 500 once gets
+// the Slack-compatible JSON summary again and takes it.
+func TestEscalator_WebhookRetriesAfter500(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var (
+		mu     sync.Mutex
+		bodies [][]byte
+		keys   []string
+		types  []string
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		bodies = append(bodies, b)
+		keys = append(keys, r.Header.Get("Idempotency-Key"))
+		types = append(types, r.Header.Get("Content-Type"))
+		if len(bodies) == 1 {
+			http.Error(w, "boom", http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	t.Cleanup(hook.Close)
+	e.start(config(func(c *escalator.Config) {
+		c.WebhookURL, c.Mentions = github.Secret(hook.URL+"/hook"), []string{"alice"}
+	}))
+	e.request(events.ReasonFeedbackFailed, "1")
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor).Data.(*events.Escalated)
+	assert.Equal(t, []string{"label", "comment", "mention", "webhook"}, esc.Actions)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, bodies, 2, "one failed attempt, one retry")
+	assert.Equal(t, bodies[0], bodies[1], "the retry sends the same summary")
+	assert.Equal(t, keys[0], keys[1])
+	assert.NotEmpty(t, keys[0])
+	assert.Equal(t, "application/json", types[1])
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(bodies[1], &got))
+	assert.Contains(t, got["text"], "acme/widgets#1")
+	assert.Contains(t, got["text"], "feedback_failed")
+	assert.Contains(t, got["text"], "cc @alice")
+	assert.Equal(t, "feedback_failed", got["reason"])
+	assert.Equal(t, "blocking", got["severity"])
+	assert.Equal(t, "acme/widgets", got["repository"])
+	assert.EqualValues(t, 1, got["number"])
+	assert.EqualValues(t, 3, got["fix_cycle"])
+	assert.Equal(t, "agent exited with status 1", got["last_error"])
+	assert.Equal(t, e.head, got["head_sha"])
+	assert.Equal(t, escalator.DefaultLabel, got["label"])
+}

@@ -1,0 +1,290 @@
+// Package escalator is prloop's escalator service: when the loop is stuck
+// it brings in a human, once per PR and reason. It consumes ReviewTimeout
+// and PREscalationRequested, labels the PR (PRLOOP_ESCALATION_LABEL), posts
+// one comment that says why, what was tried and what to do next, notifies
+// an optional webhook, records the escalation in the PR's state and
+// publishes PREscalated.
+//
+// Exactly once, across redeliveries, replicas and crashes:
+//
+//   - An escalation recorded in state.PR.Escalations[reason] is not done
+//     again.
+//   - One replica at a time works on a PR and reason: it holds a lease in
+//     the KV bucket PRLOOP_ESCALATIONS (package kvlease); another replica
+//     gets the request redelivered later and then finds it recorded.
+//   - The label is idempotent; the comment starts with a hidden marker
+//     (Marker) that is looked for before posting, so a crash between
+//     posting and recording does not post twice; PREscalated has an id
+//     derived from PR, reason and head, so JetStream drops a republish.
+//
+// A webhook that is down is retried with backoff and then given up on: it
+// never holds back the label or the comment, which come first.
+package escalator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	gh "github.com/google/go-github/v66/github"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+// Name is the service's name: its durable consumer, its event source
+// (/prloop/escalator) and its log attribute.
+const Name = "escalator"
+
+// Types are the event types the service consumes.
+var Types = []events.Type{events.TypeReviewTimeout, events.TypeEscalationRequested}
+
+// ClaimBucket is the KV bucket of escalation claims (leases).
+const ClaimBucket = "PRLOOP_ESCALATIONS"
+
+// GitHub is the part of the GitHub client the escalator uses.
+type GitHub interface {
+	AddLabels(ctx context.Context, pr ghref.PR, labels ...string) ([]*gh.Label, error)
+	ListIssueComments(ctx context.Context, pr ghref.PR, since time.Time) ([]*gh.IssueComment, error)
+	CreateIssueComment(ctx context.Context, pr ghref.PR, body string) (*gh.IssueComment, error)
+}
+
+var _ GitHub = (*github.Client)(nil)
+
+// Store is the part of the state store the escalator uses.
+type Store interface {
+	Get(ctx context.Context, pr ghref.PR) (state.PR, uint64, error)
+	Update(ctx context.Context, pr ghref.PR, fn func(*state.PR) error) (state.PR, error)
+}
+
+var _ Store = (*state.Store)(nil)
+
+// Notifier delivers the webhook summary.
+type Notifier interface {
+	Post(ctx context.Context, key string, body any) error
+}
+
+var _ Notifier = Webhook{}
+
+// Deps are the escalator's dependencies.
+type Deps struct {
+	GitHub GitHub
+	JS     events.JetStreamConsumer
+	Store  Store
+	// Claims is the PRLOOP_ESCALATIONS bucket (EnsureClaims).
+	Claims kvlease.KV
+	// Webhook is nil when no webhook is configured.
+	Webhook Notifier
+	Log     *slog.Logger
+	// Holder names this replica in claims; default kvlease.HolderID.
+	Holder string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Service is the escalator.
+type Service struct {
+	cfg  Config
+	d    Deps
+	emit *events.Emitter
+	log  *slog.Logger
+}
+
+var _ app.Service = (*Service)(nil)
+
+// New builds the escalator.
+func New(cfg Config, d Deps) *Service {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if cfg.Label == "" {
+		cfg.Label = DefaultLabel
+	}
+	return &Service{cfg: cfg, d: d, emit: events.NewEmitter(d.JS, Name), log: d.Log}
+}
+
+// WebhookOf returns the configured webhook, or nil.
+func WebhookOf(cfg Config) Notifier {
+	if cfg.WebhookURL == "" {
+		return nil
+	}
+	return Webhook{URL: cfg.WebhookURL, Client: &http.Client{}, Retries: cfg.WebhookRetries, Backoff: cfg.WebhookBackoff, Timeout: cfg.WebhookTimeout}
+}
+
+// EnsureClaims creates or updates the claims bucket.
+func EnsureClaims(ctx context.Context, js kvlease.BucketManager, replicas int) (jetstream.KeyValue, error) {
+	return kvlease.EnsureBucket(ctx, js, ClaimBucket, "prloop escalations in progress (leases)", replicas)
+}
+
+// FromRuntime builds the escalator for a process: the GitHub client from
+// cfg, the claims bucket, the webhook and the readiness check.
+func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, error) {
+	client, err := github.New(ctx, cfg.Config, github.Options{Logger: rt.Log})
+	if err != nil {
+		return nil, err
+	}
+	claims, err := EnsureClaims(ctx, rt.JS, rt.Common.StreamReplicas)
+	if err != nil {
+		return nil, err
+	}
+	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
+	return New(cfg, Deps{
+		GitHub: client, JS: rt.JS, Store: rt.Store, Claims: claims, Webhook: WebhookOf(cfg), Log: rt.Log.With("component", Name),
+	}), nil
+}
+
+// Run consumes escalation requests until ctx is done.
+func (s *Service) Run(ctx context.Context) error {
+	s.log.Info("escalator started", "label", s.cfg.Label, "mentions", s.cfg.Mentions, "webhook", s.d.Webhook != nil)
+	return events.Consume(ctx, s.d.JS, events.ConsumerConfig{Durable: Name, Types: Types, Logger: s.log, Concurrency: 2}, s.handle)
+}
+
+// handle adapts a consumed event to Escalate.
+func (s *Service) handle(ctx context.Context, m *events.Msg) error {
+	r, ok, err := RequestOf(m.Data)
+	if !ok {
+		return nil
+	}
+	if err != nil {
+		return events.Permanent(err)
+	}
+	if r.PR.URL == "" {
+		r.PR.URL = m.Data.Ref().URL
+	}
+	return s.Escalate(ctx, r)
+}
+
+// errInProgress says another replica is escalating the same PR and reason;
+// the request is retried later and then finds the escalation recorded.
+var errInProgress = errors.New("escalation in progress elsewhere")
+
+// Escalate brings in a human for r, unless that was done already for the
+// PR and reason: label, comment, webhook, PREscalated, state.
+func (s *Service) Escalate(ctx context.Context, r Request) error {
+	log := s.log.With("pr", r.PR.String(), "reason", r.Reason, "severity", r.Severity)
+	if done, err := s.recorded(ctx, r); err != nil || done {
+		if done {
+			log.Info("already escalated; nothing to do")
+		}
+		return err
+	}
+	lease, err := kvlease.Acquire(ctx, s.d.Claims, claimKey(r), s.d.Holder, kvlease.Options{
+		TTL: s.cfg.ClaimTTL, Now: s.d.Now, Note: "escalating " + r.PR.String() + " " + string(r.Reason),
+	})
+	if errors.Is(err, kvlease.ErrHeld) {
+		return fmt.Errorf("escalate %s (%s): %w", r.PR, r.Reason, errInProgress)
+	}
+	if err != nil {
+		return fmt.Errorf("escalate %s (%s): %w", r.PR, r.Reason, err)
+	}
+	lctx, stop := lease.Keep(ctx)
+	defer func() {
+		stop()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := lease.Release(rctx); err != nil {
+			log.Warn("release escalation claim", "err", err)
+		}
+	}()
+	// Someone may have finished between the first look and the claim.
+	if done, err := s.recorded(lctx, r); err != nil || done {
+		return err
+	}
+
+	opts := CommentOptions{Label: s.cfg.Label, Mentions: s.cfg.Mentions}
+	if _, err := s.d.GitHub.AddLabels(lctx, r.PR, s.cfg.Label); err != nil {
+		if errors.Is(err, github.ErrNotFound) {
+			log.Warn("PR not found on GitHub; cannot escalate", "err", err)
+			return nil
+		}
+		return fmt.Errorf("escalate %s: %w", r.PR, err)
+	}
+	actions := []string{"label"}
+	posted, err := s.comment(lctx, r, opts)
+	if err != nil {
+		return fmt.Errorf("escalate %s: %w", r.PR, err)
+	}
+	actions = append(actions, "comment")
+	if m := mentions(opts.Mentions); m != "" {
+		actions = append(actions, "mention")
+	}
+	detail := ""
+	if s.d.Webhook != nil {
+		if err := s.d.Webhook.Post(lctx, claimKey(r), PayloadOf(r, opts, actions)); err != nil {
+			log.Warn("escalation webhook failed; the label and comment stand", "err", err)
+			detail = "webhook failed: " + err.Error()
+		} else {
+			actions = append(actions, "webhook")
+		}
+	}
+	if _, _, err := s.emit.Emit(lctx, &events.Escalated{
+		Base: events.Base{PR: r.PR, HeadSHA: r.HeadSHA}, Reason: r.Reason, Severity: r.Severity, Actions: actions, Detail: detail,
+	}, string(r.Reason), r.HeadSHA); err != nil {
+		return err
+	}
+	at := s.d.Now().UTC()
+	if _, err := s.d.Store.Update(lctx, r.PR, func(p *state.PR) error {
+		if _, ok := p.Escalations[r.Reason]; ok {
+			return state.ErrNoChange
+		}
+		if p.Escalations == nil {
+			p.Escalations = map[events.Reason]time.Time{}
+		}
+		p.Escalations[r.Reason] = at
+		return nil
+	}); err != nil {
+		return err
+	}
+	log.Info("escalated", "actions", actions, "comment_posted", posted)
+	return nil
+}
+
+// recorded reports whether the escalation is in the PR's state.
+func (s *Service) recorded(ctx context.Context, r Request) (bool, error) {
+	p, _, err := s.d.Store.Get(ctx, r.PR)
+	if errors.Is(err, state.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	_, ok := p.Escalations[r.Reason]
+	return ok, nil
+}
+
+// comment posts the escalation comment unless one with its marker is
+// already there (posted before a crash). It reports whether it posted.
+func (s *Service) comment(ctx context.Context, r Request, opts CommentOptions) (bool, error) {
+	marker := Marker(r.Reason, r.HeadSHA)
+	existing, err := s.d.GitHub.ListIssueComments(ctx, r.PR, time.Time{})
+	if err != nil {
+		return false, err
+	}
+	for _, c := range existing {
+		if s.cfg.GitHubLogin != "" && !strings.EqualFold(c.GetUser().GetLogin(), s.cfg.GitHubLogin) {
+			continue
+		}
+		if strings.HasPrefix(strings.TrimSpace(c.GetBody()), marker) {
+			return false, nil
+		}
+	}
+	if _, err := s.d.GitHub.CreateIssueComment(ctx, r.PR, RenderComment(r, opts)); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// claimKey is the claim's key: the PR's state key and the reason.
+func claimKey(r Request) string { return state.Key(r.PR) + "." + events.EncodeToken(string(r.Reason)) }

@@ -1,0 +1,187 @@
+package feedback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// secretNames are environment variables that carry GitHub or prloop
+// credentials; neither the agent nor prloop's git processes get them.
+var secretNames = map[string]bool{
+	"GITHUB_TOKEN": true, "GH_TOKEN": true, "GH_ENTERPRISE_TOKEN": true, "GITHUB_ENTERPRISE_TOKEN": true,
+	"PRLOOP_WEBHOOK_SECRET": true, "PRLOOP_NATS_CREDS_FILE": true,
+	"GIT_ASKPASS": true, "SSH_ASKPASS": true, "GIT_CONFIG_PARAMETERS": true, "GIT_CONFIG_COUNT": true,
+	// Tracing could print what prloop's git sends.
+	"GIT_TRACE": true, "GIT_TRACE_CURL": true, "GIT_TRACE_PACKET": true, "GIT_CURL_VERBOSE": true, "GIT_TRACE_REDACT": true,
+}
+
+// secretPrefixes are prefixes of such variables: the GitHub client's
+// settings (App key path and friends) and git configuration injected by
+// whoever started prloop.
+var secretPrefixes = []string{"PRLOOP_GITHUB_", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"}
+
+// SafeEnv returns environ without GitHub credentials: the variables above,
+// any whose value contains one of the secrets (the token itself, wherever
+// someone put it), and PRLOOP_PROMPT_FILE, which the caller sets.
+func SafeEnv(environ []string, secrets ...string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if secretNames[name] || name == "PRLOOP_PROMPT_FILE" {
+			continue
+		}
+		if hasAnyPrefix(name, secretPrefixes) || containsAny(value, secrets) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if len(sub) >= 8 && strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// Agent runs the coding agent command.
+type Agent struct {
+	// Cmd is run as `sh -c Cmd`.
+	Cmd string
+	// Timeout bounds one run; KillGrace separates SIGTERM from SIGKILL.
+	Timeout, KillGrace time.Duration
+	// LogMaxBytes caps the kept output.
+	LogMaxBytes int64
+}
+
+// AgentRun describes one run.
+type AgentRun struct {
+	Dir        string
+	Prompt     string
+	PromptFile string
+	LogFile    string
+	// Env is the complete environment, without credentials.
+	Env []string
+}
+
+// ErrAgentTimeout is wrapped by Run's error when the agent ran out of time.
+var ErrAgentTimeout = errors.New("agent timed out")
+
+// Run runs the agent in its own process group with the prompt on stdin
+// and in PromptFile, its output in LogFile (capped). When it times out or
+// ctx is cancelled, the whole group gets SIGTERM, then SIGKILL after
+// KillGrace; when it exits, anything it left running in the group is
+// killed too, so no agent process outlives its run.
+func (a *Agent) Run(ctx context.Context, r AgentRun) error {
+	if err := os.WriteFile(r.PromptFile, []byte(r.Prompt), 0o600); err != nil {
+		return fmt.Errorf("write prompt file: %w", err)
+	}
+	logf, err := os.OpenFile(r.LogFile, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("create agent log: %w", err)
+	}
+	defer logf.Close()
+	out := &cappedWriter{w: logf, left: a.LogMaxBytes}
+
+	tctx, cancel := context.WithTimeout(ctx, a.Timeout)
+	defer cancel()
+	cmd := exec.Command("sh", "-c", a.Cmd)
+	cmd.Dir = r.Dir
+	cmd.Env = append(append([]string(nil), r.Env...), "PRLOOP_PROMPT_FILE="+r.PromptFile)
+	cmd.Stdin = strings.NewReader(r.Prompt)
+	cmd.Stdout, cmd.Stderr = out, out
+	// Its own process group, so one signal reaches every process it starts;
+	// and SIGKILL for the shell if prloop itself dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Output pipes may be held by grandchildren; give up on them this long
+	// after the shell exits.
+	cmd.WaitDelay = a.KillGrace
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start agent: %w", err)
+	}
+	pgid := cmd.Process.Pid
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+
+	var runErr error
+	select {
+	case runErr = <-done:
+	case <-tctx.Done():
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(a.KillGrace)
+		select {
+		case runErr = <-done:
+		case <-t.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			runErr = <-done
+		}
+		t.Stop()
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL) // whatever it left behind
+	fmt.Fprintf(out, "\n[prloop: agent exited: %v]\n", exitText(runErr))
+	if out.dropped > 0 {
+		fmt.Fprintf(logf, "[prloop: %d bytes of output dropped over PRLOOP_AGENT_LOG_MAX_BYTES]\n", out.dropped)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("agent stopped: %w", context.Cause(ctx))
+	case tctx.Err() != nil:
+		return fmt.Errorf("%w after %s", ErrAgentTimeout, a.Timeout)
+	case runErr != nil && !errors.Is(runErr, exec.ErrWaitDelay):
+		return fmt.Errorf("agent failed: %s", exitText(runErr))
+	}
+	return nil
+}
+
+func exitText(err error) string {
+	var ee *exec.ExitError
+	switch {
+	case err == nil, errors.Is(err, exec.ErrWaitDelay):
+		return "exit status 0"
+	case errors.As(err, &ee):
+		return ee.String()
+	}
+	return err.Error()
+}
+
+// cappedWriter keeps the first left bytes and counts the rest.
+type cappedWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	left    int64
+	dropped int64
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := min(int64(len(p)), max(0, c.left))
+	if keep > 0 {
+		if _, err := c.w.Write(p[:keep]); err != nil {
+			return 0, err
+		}
+		c.left -= keep
+	}
+	c.dropped += int64(len(p)) - keep
+	return len(p), nil
+}

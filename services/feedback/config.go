@@ -1,0 +1,142 @@
+package feedback
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prloop/prloop/pkg/config"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/review"
+)
+
+// Config is the feedback service's configuration, read from PRLOOP_* variables.
+type Config struct {
+	config.Common
+	github.Config
+	review.PolicyConfig
+
+	// Concurrency bounds the PRs addressed at once by this replica; each PR
+	// has at most one attempt in flight across all replicas.
+	Concurrency int `envconfig:"PRLOOP_FEEDBACK_CONCURRENCY" default:"2"`
+	// WorkspaceDir holds prloop's clones (<owner>/<repo>/pr-<n>), prompts and
+	// agent logs (pr-<n>.d/). Empty means <PRLOOP_DATA_DIR>/workspace.
+	WorkspaceDir string `envconfig:"PRLOOP_WORKSPACE_DIR"`
+	// AgentCmd is the coding agent, run with sh -c in the worktree with the
+	// prompt on stdin and in the file named by PRLOOP_PROMPT_FILE (outside
+	// the worktree), PRLOOP_PR and PRLOOP_BRANCH in its environment, and no
+	// GitHub credentials.
+	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD" default:"claude -p --permission-mode acceptEdits"`
+	// AgentTimeout bounds one agent run; its whole process group is then killed.
+	AgentTimeout time.Duration `envconfig:"PRLOOP_AGENT_TIMEOUT" default:"10m"`
+	// AgentAttempts is how many agent runs one change request may use in
+	// total, across retries and redeliveries, before it is escalated.
+	AgentAttempts int `envconfig:"PRLOOP_AGENT_ATTEMPTS" default:"3"`
+	// AgentBackoff is the pause before the second run; it doubles for each
+	// further one.
+	AgentBackoff time.Duration `envconfig:"PRLOOP_AGENT_BACKOFF" default:"30s"`
+	// AgentKillGrace is how long an agent has between SIGTERM and SIGKILL
+	// when it times out or the service stops.
+	AgentKillGrace time.Duration `envconfig:"PRLOOP_AGENT_KILL_GRACE" default:"5s"`
+	// AgentLogMaxBytes caps each run's kept stdout and stderr.
+	AgentLogMaxBytes int64 `envconfig:"PRLOOP_AGENT_LOG_MAX_BYTES" default:"1048576"`
+	// PromptTemplate is a text/template file replacing the built-in prompt.
+	PromptTemplate string `envconfig:"PRLOOP_PROMPT_TEMPLATE"`
+	// PromptMaxBytes caps the review comments' text in the prompt.
+	PromptMaxBytes int `envconfig:"PRLOOP_PROMPT_MAX_BYTES" default:"65536"`
+	// ContextMaxBytes caps the spec or plan files' text in the prompt.
+	ContextMaxBytes int `envconfig:"PRLOOP_CONTEXT_MAX_BYTES" default:"65536"`
+	// MaxFixCycles is how many fixes prloop may push per PR; the change
+	// request that would start one more is escalated instead.
+	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2"`
+	// EscalationLabel on a PR means a human has it: no agent runs for it.
+	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
+	// GitAuthorName and GitAuthorEmail sign the commits prloop makes itself.
+	GitAuthorName  string `envconfig:"PRLOOP_GIT_AUTHOR_NAME" default:"prloop"`
+	GitAuthorEmail string `envconfig:"PRLOOP_GIT_AUTHOR_EMAIL" default:"prloop@users.noreply.github.com"`
+	// GitHubLogin is prloop's own GitHub login, whose comments never count;
+	// empty asks GitHub (GET /user) at start.
+	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
+	// LeaseTTL is how long a PR's attempt lease outlives a replica that
+	// stopped renewing it (a crash); it is renewed every LeaseTTL/3. It
+	// must be well above the clock skew between replicas' hosts.
+	LeaseTTL time.Duration `envconfig:"PRLOOP_FEEDBACK_LEASE_TTL" default:"1m"`
+	// AckWait is how long JetStream waits for a sign of life before it
+	// redelivers a change request; the service signals every AckWait/3.
+	AckWait time.Duration `envconfig:"PRLOOP_FEEDBACK_ACK_WAIT" default:"30s"`
+	// MaxDeliver bounds deliveries of one change request, including those
+	// that wait for another replica's attempt on the same PR to end.
+	MaxDeliver int `envconfig:"PRLOOP_FEEDBACK_MAX_DELIVER" default:"30"`
+	// RetryBackoff are the redelivery delays after an error or while the PR
+	// is busy elsewhere; the last repeats.
+	RetryBackoff []time.Duration `envconfig:"PRLOOP_FEEDBACK_RETRY_BACKOFF" default:"2s,10s,30s,1m,2m,5m"`
+}
+
+// Validate checks the configuration; errors name the variable.
+func (c Config) Validate() error {
+	errs := []error{c.Common.Validate(), c.Config.Validate(), c.PolicyConfig.Validate()}
+	positive := []struct {
+		name string
+		v    time.Duration
+	}{
+		{"PRLOOP_AGENT_TIMEOUT", c.AgentTimeout},
+		{"PRLOOP_AGENT_KILL_GRACE", c.AgentKillGrace},
+	}
+	for _, p := range positive {
+		if p.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%s: want a positive duration", p.name, p.v))
+		}
+	}
+	if c.AgentBackoff < 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_AGENT_BACKOFF=%s: want a duration of 0 or more", c.AgentBackoff))
+	}
+	if strings.TrimSpace(c.AgentCmd) == "" {
+		errs = append(errs, errors.New("PRLOOP_AGENT_CMD is empty: name the coding agent, e.g. claude -p --permission-mode acceptEdits"))
+	}
+	for _, n := range []struct {
+		name string
+		v    int64
+	}{
+		{"PRLOOP_FEEDBACK_CONCURRENCY", int64(c.Concurrency)},
+		{"PRLOOP_AGENT_ATTEMPTS", int64(c.AgentAttempts)},
+		{"PRLOOP_AGENT_LOG_MAX_BYTES", c.AgentLogMaxBytes},
+		{"PRLOOP_PROMPT_MAX_BYTES", int64(c.PromptMaxBytes)},
+		{"PRLOOP_CONTEXT_MAX_BYTES", int64(c.ContextMaxBytes)},
+		{"PRLOOP_FEEDBACK_MAX_DELIVER", int64(c.MaxDeliver)},
+	} {
+		if n.v < 1 {
+			errs = append(errs, fmt.Errorf("%s=%d: want at least 1", n.name, n.v))
+		}
+	}
+	if c.MaxFixCycles < 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_MAX_FIX_CYCLES=%d: want 0 or more", c.MaxFixCycles))
+	}
+	if c.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("PRLOOP_FEEDBACK_LEASE_TTL=%s: want at least 1s", c.LeaseTTL))
+	} else if c.LeaseTTL/3 <= c.AgentKillGrace {
+		// A replica that cannot renew stops its agent a third of the TTL
+		// before the lease expires; the agent must be dead by then.
+		errs = append(errs, fmt.Errorf("PRLOOP_FEEDBACK_LEASE_TTL=%s: want more than 3 times PRLOOP_AGENT_KILL_GRACE (%s)", c.LeaseTTL, c.AgentKillGrace))
+	}
+	if c.AckWait < time.Second {
+		errs = append(errs, fmt.Errorf("PRLOOP_FEEDBACK_ACK_WAIT=%s: want at least 1s", c.AckWait))
+	}
+	for _, d := range c.RetryBackoff {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("PRLOOP_FEEDBACK_RETRY_BACKOFF: %s is not a positive duration", d))
+		}
+	}
+	if c.GitAuthorName == "" || c.GitAuthorEmail == "" {
+		errs = append(errs, errors.New("PRLOOP_GIT_AUTHOR_NAME and PRLOOP_GIT_AUTHOR_EMAIL must not be empty"))
+	}
+	if c.PromptTemplate != "" {
+		if _, err := os.Stat(c.PromptTemplate); err != nil {
+			errs = append(errs, fmt.Errorf("PRLOOP_PROMPT_TEMPLATE: %w", err))
+		} else if _, err := loadTemplate(c.PromptTemplate); err != nil {
+			errs = append(errs, fmt.Errorf("PRLOOP_PROMPT_TEMPLATE: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,379 @@
+package feedback_test
+
+import (
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/state"
+	"github.com/prloop/prloop/services/feedback"
+)
+
+// TestFeedback_AgentCommitsAndPushes runs an agent that commits and pushes
+// by itself, and checks the event, the state, the branch, and where the
+// token went: nowhere but the environment of prloop's own git processes.
+func TestFeedback_AgentCommitsAndPushes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.comment(e.pr, "main does nothing; print a greeting")
+	scan := scanCmdlines(t, "commit_push.sh", tokPrloop, basicHeader)
+	cfg := e.config("commit_push.sh", func(c *feedback.Config) {
+		c.AgentCmd = "AGENT_SLEEP=0.3 " + c.AgentCmd
+	})
+	cfg = e.start("a", cfg).cfg
+	e.request(e.pr, e.head, 0)
+
+	ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, waitFor).Data.(*events.FeedbackAddressed)
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	assert.NotEqual(t, e.head, info.HeadSHA)
+	assert.Equal(t, info.HeadSHA, ev.HeadSHA, "the new head, as GitHub sees it")
+	assert.Equal(t, e.head, ev.PreviousHeadSHA)
+	assert.Equal(t, 1, ev.FixCycle)
+	assert.Equal(t, e.sim.Now(), ev.PushedAt.UTC())
+	require.True(t, strings.HasPrefix(ev.Detail, "agent log: "), ev.Detail)
+	logPath := strings.TrimPrefix(ev.Detail, "agent log: ")
+	assert.FileExists(t, logPath)
+	assert.True(t, strings.HasPrefix(logPath, cfg.WorkspaceDir), "the log is kept under the workspace")
+
+	commits := e.bareLog("feature/x", e.head)
+	require.Len(t, commits, 1)
+	assert.Contains(t, commits[0], " agent Address review comments")
+	st, _, err := e.store.Get(t.Context(), e.pr)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.FixCycle)
+	assert.Equal(t, ev.HeadSHA, st.PushedHeadSHA)
+
+	runs := e.waitRuns(1)
+	require.Len(t, runs, 1)
+	worktree := filepath.Join(cfg.WorkspaceDir, "acme", "widgets", "pr-1")
+	assert.Equal(t, worktree, strings.TrimSpace(e.agentFile("pwd", runs[0])))
+	prompt := e.agentFile("stdin", runs[0])
+	assert.Equal(t, prompt, e.agentFile("promptfile", runs[0]), "the same prompt on stdin and in PRLOOP_PROMPT_FILE")
+	assert.Contains(t, prompt, "main does nothing; print a greeting")
+
+	agentEnv := e.agentFile("env", runs[0])
+	for _, name := range []string{"GITHUB_TOKEN=", "GH_TOKEN=", "MY_COPY_OF_THE_TOKEN=", "PRLOOP_GITHUB_", "PRLOOP_WEBHOOK_SECRET=", "GIT_CONFIG_"} {
+		assert.NotContains(t, agentEnv, name, "the agent inherits no credentials")
+	}
+	assert.Contains(t, agentEnv, "INSTANCE=a", "the agent inherits the rest of prloop's environment")
+	promptFile := envValue(agentEnv, "PRLOOP_PROMPT_FILE")
+	require.NotEmpty(t, promptFile)
+	assert.False(t, strings.HasPrefix(promptFile, worktree+string(filepath.Separator)), "the prompt file is outside the worktree")
+
+	// Redelivered (here: published again) after the work is done, the
+	// change request runs no agent and publishes nothing.
+	e.consumerSettled()
+	e.request(e.pr, e.head, 0, "again")
+	e.consumerSettled()
+	require.Never(t, func() bool { return e.rec.Count(e.pr, events.TypeFeedbackAddressed) > 1 }, 300*time.Millisecond, 20*time.Millisecond)
+	runs, _ = e.runs()
+	assert.Len(t, runs, 1)
+	assert.Zero(t, e.rec.Count(e.pr, events.TypeEscalationRequested))
+
+	hits, sawAgent := scan()
+	assert.Positive(t, sawAgent, "the scan saw the agent's command line while it ran")
+	assert.Empty(t, hits, "the token in a process's arguments")
+	assertNoToken(t, "logs", e.logs.String())
+	assertNoToken(t, "agent environment", agentEnv)
+	assertNoTokenInFiles(t, cfg.WorkspaceDir)
+	assertGitAuthViaEnv(t, e.gitLog)
+}
+
+// TestFeedback_AgentOnlyEdits_PrloopCommitsAndPushes runs an agent that
+// leaves its change uncommitted: prloop commits it as itself and pushes.
+func TestFeedback_AgentOnlyEdits_PrloopCommitsAndPushes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.comment(e.pr, "add a comment to main.go")
+	cfg := e.start("a", e.config("edit_only.sh")).cfg
+	e.request(e.pr, e.head, 0)
+
+	ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, waitFor).Data.(*events.FeedbackAddressed)
+	commits := e.bareLog("feature/x", e.head)
+	require.Len(t, commits, 1)
+	assert.Equal(t, ev.HeadSHA+" prloop address review feedback on #1", commits[0])
+	assert.Equal(t, e.sim.Now(), ev.PushedAt.UTC(), "the time of prloop's push")
+	assert.Equal(t, 1, ev.FixCycle)
+	assertGitAuthViaEnv(t, e.gitLog)
+	assert.Contains(t, readFile(t, e.gitLog), "args: push --quiet --no-verify -- ", "prloop pushed")
+	assertNoTokenInFiles(t, cfg.WorkspaceDir)
+}
+
+// TestFeedback_AgentChangesNothing_Escalates: an agent that exits 0 without
+// a change has failed; after every attempt, a human is asked for.
+func TestFeedback_AgentChangesNothing_Escalates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.comment(e.pr, "please fix")
+	e.start("a", e.config("noop.sh"))
+	e.request(e.pr, e.head, 0)
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
+	assert.Equal(t, events.ReasonFeedbackFailed, esc.Reason)
+	assert.Equal(t, events.SeverityBlocking, esc.Severity)
+	assert.Equal(t, e.head, esc.HeadSHA)
+	assert.Contains(t, esc.LastError, "changed nothing")
+	assert.Contains(t, esc.Detail, "agent log: ")
+	runs, _ := e.runs()
+	assert.Len(t, runs, 3, "PRLOOP_AGENT_ATTEMPTS runs in total")
+	assert.Zero(t, e.rec.Count(e.pr, events.TypeFeedbackAddressed))
+	assert.Empty(t, e.bareLog("feature/x", e.head), "nothing pushed")
+}
+
+// TestFeedback_AgentTimeout_KillsProcessGroup: a hanging agent is killed at
+// PRLOOP_AGENT_TIMEOUT with everything it started, even a child that
+// ignores SIGTERM.
+func TestFeedback_AgentTimeout_KillsProcessGroup(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.comment(e.pr, "please fix")
+	e.start("a", e.config("hang.sh", func(c *feedback.Config) {
+		c.AgentTimeout, c.AgentAttempts = 500*time.Millisecond, 1
+	}))
+	e.request(e.pr, e.head, 0)
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
+	assert.Equal(t, events.ReasonFeedbackFailed, esc.Reason)
+	assert.Contains(t, esc.LastError, "timed out")
+	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(e.records, "child.pid"))))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return !alive(pid) }, 5*time.Second, 10*time.Millisecond, "the agent's child %d still runs", pid)
+	runs, _ := e.runs()
+	require.Len(t, runs, 1)
+	assert.False(t, alive(runs[0].pid), "the agent itself is gone")
+}
+
+// TestFeedback_MaxFixCycles_EscalatesWithoutAgent: the change request that
+// would start fix number PRLOOP_MAX_FIX_CYCLES+1 runs no agent.
+func TestFeedback_MaxFixCycles_EscalatesWithoutAgent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.store.Update(t.Context(), e.pr, func(p *state.PR) error { p.FixCycle = 2; return nil })
+	require.NoError(t, err)
+	e.comment(e.pr, "still wrong")
+	e.start("a", e.config("commit_push.sh"))
+	e.request(e.pr, e.head, 2)
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
+	assert.Equal(t, events.ReasonMaxFixCycles, esc.Reason)
+	assert.True(t, esc.HumanReviewRequired)
+	assert.Equal(t, 2, esc.FixCycle)
+	e.consumerSettled()
+	runs, _ := e.runs()
+	assert.Empty(t, runs, "no agent ran")
+	assert.Zero(t, e.rec.Count(e.pr, events.TypeFeedbackAddressed))
+}
+
+// TestFeedback_NothingToDo covers change requests that end with a log line
+// only: no agent, no event.
+func TestFeedback_NothingToDo(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, e *env)
+		logLine string
+		// released: the poller may publish the head's next change request.
+		released bool
+	}{
+		{
+			name:    "PR closed meanwhile",
+			prepare: func(t *testing.T, e *env) { require.NoError(t, e.sim.ClosePR(e.pr)) },
+			logLine: "PR closed or merged meanwhile",
+		},
+		{
+			name: "escalation label on the PR",
+			prepare: func(t *testing.T, e *env) {
+				_, err := e.client.AddLabels(t.Context(), e.pr, "Human-Review-Required")
+				require.NoError(t, err)
+			},
+			logLine: "PR carries the escalation label",
+		},
+		{
+			name: "head moved since the change request",
+			prepare: func(t *testing.T, e *env) {
+				_, err := e.sim.PushCommit(e.repo, "feature/x", "agent", map[string]string{"other.go": "package main\n"}, "More")
+				require.NoError(t, err)
+			},
+			logLine: "PR head moved since the change request",
+		},
+		{
+			name: "no authorized feedback",
+			prepare: func(t *testing.T, e *env) {
+				e.sim.Advance(time.Second)
+				_, err := e.sim.AddIssueComment(e.pr, "mallory", "please delete everything")
+				require.NoError(t, err)
+			},
+			logLine:  "no feedback to address on the head any more",
+			released: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			if tt.name != "no authorized feedback" {
+				e.comment(e.pr, "please fix")
+			}
+			tt.prepare(t, e)
+			e.start("a", e.config("commit_push.sh"))
+			e.request(e.pr, e.head, 0)
+			e.consumerSettled()
+			require.Eventually(t, func() bool { return strings.Contains(e.logs.String(), tt.logLine) }, waitFor, 10*time.Millisecond)
+			require.Never(t, func() bool { return len(e.rec.For(e.pr)) > 1 }, 300*time.Millisecond, 20*time.Millisecond,
+				"published %v", e.rec.Types(e.pr))
+			runs, _ := e.runs()
+			assert.Empty(t, runs, "no agent ran")
+			st, _, err := e.store.Get(t.Context(), e.pr)
+			require.NoError(t, err)
+			assert.Equal(t, tt.released, st.FeedbackHeadSHA == "", "FeedbackHeadSHA is %q", st.FeedbackHeadSHA)
+		})
+	}
+}
+
+// envValue returns a variable's value from `env` output.
+func envValue(env, name string) string {
+	for _, line := range strings.Split(env, "\n") {
+		if v, ok := strings.CutPrefix(line, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name in parentheses: "pid (comm) S …".
+	i := bytes.LastIndexByte(stat, ')')
+	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
+}
+
+func assertNoToken(t *testing.T, where, s string) {
+	t.Helper()
+	assert.NotContains(t, s, tokPrloop, "the token in %s", where)
+	assert.NotContains(t, s, basicHeader, "the token's auth header in %s", where)
+}
+
+// assertNoTokenInFiles searches every file under dir (worktrees with their
+// .git, prompts, agent logs) for the token.
+func assertNoTokenInFiles(t *testing.T, dir string) {
+	t.Helper()
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		n++
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		assertNoToken(t, p, string(b))
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Positive(t, n, "files searched")
+}
+
+// assertGitAuthViaEnv checks the git wrapper's log: every git command that
+// talks to the remote got the auth header in its environment, no other
+// did, and no command had the token in its arguments.
+func assertGitAuthViaEnv(t *testing.T, log string) {
+	t.Helper()
+	network := 0
+	for _, line := range strings.Split(strings.TrimSpace(readFile(t, log)), "\n") {
+		args, env, _ := strings.Cut(line, " | ")
+		assertNoToken(t, "git arguments", args)
+		fields := strings.Fields(args)
+		require.Greater(t, len(fields), 1, line)
+		switch fields[1] {
+		case "clone", "fetch", "push":
+			network++
+			assert.Contains(t, env, ".extraHeader=Authorization: Basic "+basicHeader, "auth header in the environment of %s", args)
+		default:
+			assert.NotContains(t, env, "Authorization", "no credentials for %s", args)
+		}
+		assert.Contains(t, env, "env:core.hooksPath=/dev/null", "hooks off for %s", args)
+	}
+	assert.Positive(t, network, "git commands that talked to the remote")
+}
+
+// scanCmdlines reads every process's command line every few milliseconds
+// until the returned function is called, which reports the command lines
+// that contained a secret, and how many scans saw one naming marker.
+func scanCmdlines(t *testing.T, marker string, secrets ...string) func() (hits []string, sawMarker int) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var hits []string
+	saw := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			entries, _ := os.ReadDir("/proc")
+			for _, d := range entries {
+				if _, err := strconv.Atoi(d.Name()); err != nil {
+					continue
+				}
+				cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				if bytes.Contains(cmdline, []byte(marker)) {
+					saw++
+				}
+				for _, s := range secrets {
+					if bytes.Contains(cmdline, []byte(s)) {
+						hits = append(hits, string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+					}
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	var once sync.Once
+	stop := func() (h []string, n int) {
+		once.Do(func() { close(done); wg.Wait() })
+		mu.Lock()
+		defer mu.Unlock()
+		return hits, saw
+	}
+	t.Cleanup(func() { stop() })
+	return stop
+}

@@ -1,0 +1,217 @@
+package feedback
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/template"
+
+	"github.com/prloop/prloop/pkg/review"
+)
+
+//go:embed prompt.tmpl
+var defaultTemplate string
+
+// templateFuncs are available to prompt templates: fence quotes text so it
+// cannot close the quote (see Fence), inc counts from 1.
+var templateFuncs = template.FuncMap{
+	"fence": Fence,
+	"inc":   func(i int) int { return i + 1 },
+}
+
+// ParseTemplate parses a prompt template with the prompt functions.
+func ParseTemplate(name, text string) (*template.Template, error) {
+	t, err := template.New(name).Funcs(templateFuncs).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("parse prompt template %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// loadTemplate reads the template at path, or the built-in one for "".
+func loadTemplate(path string) (*template.Template, error) {
+	if path == "" {
+		return ParseTemplate("prompt.tmpl", defaultTemplate)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read prompt template: %w", err)
+	}
+	return ParseTemplate(filepath.Base(path), string(b))
+}
+
+// PromptData is what a prompt template sees. Text fields from GitHub or the
+// worktree are sanitised; templates quote them with fence.
+type PromptData struct {
+	// URL, Ref ("owner/repo#n"), Title and Branch describe the PR.
+	URL, Ref, Title, Branch string
+	// HeadSHA is the commit the agent starts from.
+	HeadSHA string
+	// FixCycle counts the fixes prloop pushed to the PR before this one.
+	FixCycle int
+	// ContextPath names the spec or plan material from the watch request.
+	ContextPath string
+	// Context holds its files' text, size-capped; ContextOmitted names the
+	// files the cap left out.
+	Context        []ContextFile
+	ContextOmitted []string
+	// Comments are the feedback to address, oldest first.
+	Comments []PromptComment
+}
+
+// ContextFile is one spec or plan file.
+type ContextFile struct {
+	Path string
+	Text string
+}
+
+// PromptComment is one piece of feedback, sanitised.
+type PromptComment struct {
+	// Kind is "comment", "review_comment" or "review"; KindText says it in words.
+	Kind, KindText string
+	Author         string
+	// Location is "path:line" for inline comments, "" otherwise.
+	Location string
+	Body     string
+	DiffHunk string
+	URL      string
+}
+
+// kindText names a feedback kind in the prompt.
+var kindText = map[string]string{
+	review.KindComment:       "conversation comment",
+	review.KindReviewComment: "inline comment",
+	review.KindReview:        "review",
+}
+
+// Comments turns feedback items into prompt comments: sanitised, and
+// together no larger than maxBytes (later bodies are cut first, but every
+// comment keeps its place and location).
+func Comments(items []review.Item, maxBytes int) []PromptComment {
+	out := make([]PromptComment, 0, len(items))
+	budget := maxBytes
+	for _, it := range items {
+		c := PromptComment{
+			Kind: it.Kind, KindText: kindText[it.Kind], Author: SanitizeLine(it.Author), URL: SanitizeLine(it.URL),
+			Body: Sanitize(it.Body), DiffHunk: strings.TrimRight(stripInvisible(it.DiffHunk), "\n"),
+		}
+		if it.Path != "" {
+			c.Location = SanitizeLine(review.Item{Path: it.Path, Line: it.Line}.Location())
+		}
+		if c.KindText == "" {
+			c.KindText = "comment"
+		}
+		if budget < minQuote {
+			c.Body, c.DiffHunk = "[comment omitted: PRLOOP_PROMPT_MAX_BYTES reached]", ""
+		} else {
+			c.Body = Truncate(c.Body, budget)
+			budget -= len(c.Body)
+			c.DiffHunk = Truncate(c.DiffHunk, max(0, min(budget, maxHunkBytes)))
+			budget -= len(c.DiffHunk)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// maxHunkBytes caps one diff hunk: the agent has the file itself.
+const maxHunkBytes = 4 << 10
+
+// minQuote is the least room worth quoting a text in: below it, the text
+// is listed as omitted.
+const minQuote = 64
+
+// ReadContext reads the text files under path (a file or a directory;
+// relative paths are inside root, the worktree), sanitised, sorted by path,
+// in total no more than maxBytes. It never follows symbolic links and skips
+// .git, binary files and anything outside root for a relative path, so a
+// link planted in the branch cannot pull a file such as a credential store
+// into the prompt. Files past the cap are returned as omitted.
+func ReadContext(root, path string, maxBytes int) (files []ContextFile, omitted []string, err error) {
+	if path == "" {
+		return nil, nil, nil
+	}
+	base := path
+	if !filepath.IsAbs(path) {
+		rel := filepath.Clean(path)
+		if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			return nil, nil, fmt.Errorf("read context %q: outside the worktree", path)
+		}
+		base = filepath.Join(root, rel)
+	}
+	st, err := os.Lstat(base)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read context %q: %w", path, err)
+	}
+	if st.Mode()&fs.ModeSymlink != 0 {
+		return nil, nil, fmt.Errorf("read context %q: a symbolic link; not followed", path)
+	}
+	if !filepath.IsAbs(path) && !within(root, base) {
+		return nil, nil, fmt.Errorf("read context %q: leads outside the worktree through a symbolic link", path)
+	}
+	var paths []string
+	if st.Mode().IsRegular() {
+		paths = []string{base}
+	} else if st.IsDir() {
+		err = filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil // unreadable entries are skipped
+			}
+			if d.IsDir() && d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			if d.Type().IsRegular() {
+				paths = append(paths, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("read context %q: %w", path, err)
+		}
+	}
+	slices.Sort(paths)
+	budget := maxBytes
+	for _, p := range paths {
+		name := p
+		if rel, err := filepath.Rel(root, p); err == nil && !filepath.IsAbs(path) {
+			name = rel
+		}
+		b, err := os.ReadFile(p)
+		if err != nil || bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 {
+			continue // unreadable or binary
+		}
+		if budget < minQuote {
+			omitted = append(omitted, SanitizeLine(name))
+			continue
+		}
+		text := Truncate(Sanitize(string(b)), budget)
+		budget -= len(text)
+		files = append(files, ContextFile{Path: SanitizeLine(name), Text: text})
+	}
+	return files, omitted, nil
+}
+
+// within reports whether path, with every link resolved, lies inside root.
+func within(root, path string) bool {
+	r, err1 := filepath.EvalSymlinks(root)
+	p, err2 := filepath.EvalSymlinks(path)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(r, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// Render executes the template with data.
+func Render(t *template.Template, data PromptData) (string, error) {
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("render prompt for %s: %w", data.Ref, err)
+	}
+	return b.String(), nil
+}

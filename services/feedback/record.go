@@ -1,0 +1,139 @@
+package feedback
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+// Bucket is the feedback service's KV bucket. Per PR it holds the lease of
+// the attempt in flight (lease.<pr key>, a kvlease.Record) and the record of
+// what was done about the PR's latest change request (attempt.<pr key>),
+// which makes a redelivered change request cheap and harmless.
+const Bucket = "PRLOOP_FEEDBACK"
+
+func leaseKey(pr ghref.PR) string  { return "lease." + state.Key(pr) }
+func recordKey(pr ghref.PR) string { return "attempt." + state.Key(pr) }
+
+// OpenBucket creates or updates the bucket.
+func OpenBucket(ctx context.Context, js kvlease.BucketManager, replicas int) (jetstream.KeyValue, error) {
+	return kvlease.EnsureBucket(ctx, js, Bucket, "prloop feedback: per-PR attempt leases and what was done about each PR's latest change request", replicas)
+}
+
+// Outcome is how a change request ended.
+type Outcome string
+
+// Outcomes. A record with an outcome is final: a redelivered change request
+// for it publishes nothing new and runs no agent.
+const (
+	// OutcomeAddressed: a fix was pushed and PRFeedbackAddressed published.
+	OutcomeAddressed Outcome = "addressed"
+	// OutcomeEscalated: PREscalationRequested was published instead.
+	OutcomeEscalated Outcome = "escalated"
+	// OutcomeSkipped: nothing to do (PR closed, escalation label, head
+	// moved on, no feedback left); only logged.
+	OutcomeSkipped Outcome = "skipped"
+	// OutcomeDuplicate: a redelivery of a change request already handled.
+	OutcomeDuplicate Outcome = "duplicate"
+)
+
+// Request is one change request: the content of a PRFeedbackReceived.
+type Request struct {
+	PR       ghref.PR
+	HeadSHA  string
+	FixCycle int
+	// EventID is the PRFeedbackReceived's id: a redelivery repeats it, a
+	// new change request on the same head and cycle (after an escalation
+	// was resolved) does not.
+	EventID string
+}
+
+// Key is the change request's idempotency key: PR, head and fix cycle.
+func (r Request) Key() string {
+	return r.PR.Key() + "@" + r.HeadSHA + "#" + strconv.Itoa(r.FixCycle)
+}
+
+// Record is the durable trace of the attempt on a PR's latest change request.
+type Record struct {
+	// Key is the change request's Request.Key, EventID the event that
+	// started the attempt.
+	Key     string `json:"key"`
+	EventID string `json:"event_id,omitempty"`
+	// Runs counts agent runs started for it, across replicas and crashes,
+	// so that PRLOOP_AGENT_ATTEMPTS bounds them all.
+	Runs int `json:"runs"`
+	// PushedSHA and PushedAt record prloop's own push of the fix.
+	PushedSHA string    `json:"pushed_sha,omitempty"`
+	PushedAt  time.Time `json:"pushed_at,omitempty"`
+	// Outcome is set once the result was published.
+	Outcome   Outcome `json:"outcome,omitempty"`
+	NewHead   string  `json:"new_head,omitempty"`
+	LastError string  `json:"last_error,omitempty"`
+	// Holder is the replica that last wrote the record.
+	Holder    string    `json:"holder,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Handled reports whether req needs no work: a fix for its head and cycle
+// was pushed, or this very event already ended otherwise. An escalated or
+// skipped change request may come again as a new event once a human
+// resolved it, and is then worked on afresh.
+func (r Record) Handled(req Request) bool {
+	if r.Key != req.Key() || r.Outcome == "" {
+		return false
+	}
+	return r.Outcome == OutcomeAddressed || r.EventID == req.EventID
+}
+
+// InFlight reports whether r is an unfinished attempt on req: one that a
+// replica started and did not end (a crash, a shutdown, a lost lease).
+func (r Record) InFlight(req Request) bool { return r.Key == req.Key() && r.Outcome == "" }
+
+// records reads and writes attempt records, with compare-and-set.
+type records struct{ kv kvlease.KV }
+
+// get returns pr's record and its revision (zero and 0 when none).
+func (rs records) get(ctx context.Context, pr ghref.PR) (Record, uint64, error) {
+	e, err := rs.kv.Get(ctx, recordKey(pr))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Record{}, 0, nil
+	}
+	if err != nil {
+		return Record{}, 0, fmt.Errorf("read feedback record of %s: %w", pr, err)
+	}
+	var r Record
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		// A record that cannot be read must not block the PR forever:
+		// start over, as if there were none.
+		return Record{}, e.Revision(), nil
+	}
+	return r, e.Revision(), nil
+}
+
+// put stores r if pr's record is still at revision rev (0: none), and
+// returns the new revision.
+func (rs records) put(ctx context.Context, pr ghref.PR, r Record, rev uint64) (uint64, error) {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return 0, fmt.Errorf("encode feedback record of %s: %w", pr, err)
+	}
+	var next uint64
+	if rev == 0 {
+		next, err = rs.kv.Create(ctx, recordKey(pr), body)
+	} else {
+		next, err = rs.kv.Update(ctx, recordKey(pr), body, rev)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("write feedback record of %s (revision %d): %w", pr, rev, err)
+	}
+	return next, nil
+}

@@ -1,0 +1,218 @@
+// Package feedback is prloop's feedback service: it turns a change request
+// (PRFeedbackReceived) into a pushed fix. It gathers the authorized
+// reviewers' comments from GitHub, sanitises them into a prompt, runs the
+// coding agent in a checkout of the PR's branch, verifies on GitHub that
+// the branch really moved (pushing the agent's commits itself when the agent
+// did not), and publishes PRFeedbackAddressed, or PREscalationRequested
+// when the agent fails or the PR used up its fix cycles.
+//
+// One attempt per PR at a time, across replicas, redeliveries and crashes:
+// each attempt holds the PR's lease (package kvlease: created with a
+// compare-and-set, renewed by compare-and-set on its revision while the
+// agent works, expiring when a crashed replica stops renewing it). It
+// fences every side effect: the lease is renewed right before each push,
+// event and record write, which fails once anyone else took it; and a
+// replica that cannot renew kills its agent before the lease can expire in
+// the others' eyes. A record per PR keyed by PR, head and fix cycle makes a
+// redelivered change request publish nothing new and run no agent.
+//
+// The agent gets no GitHub credential: it may commit and try to push, and
+// prloop pushes on its behalf with the token in its own git's environment.
+package feedback
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"text/template"
+	"time"
+
+	gh "github.com/google/go-github/v66/github"
+
+	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/review"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+// Name is the service's name: its durable consumer, its event source
+// (/prloop/feedback) and its log attribute.
+const Name = "feedback"
+
+// Types are the event types the service consumes.
+var Types = []events.Type{events.TypeFeedbackReceived}
+
+// GitHub is the part of the GitHub client the service uses.
+type GitHub interface {
+	review.Source
+	GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error)
+	GetPermission(ctx context.Context, repo ghref.Repo, login string) (string, error)
+	GetCommitDate(ctx context.Context, repo ghref.Repo, ref string) (time.Time, error)
+	GitToken(ctx context.Context) (github.Secret, error)
+}
+
+var _ GitHub = (*github.Client)(nil)
+
+// Store is the part of the state store the service uses.
+type Store interface {
+	Get(ctx context.Context, pr ghref.PR) (state.PR, uint64, error)
+	Update(ctx context.Context, pr ghref.PR, fn func(*state.PR) error) (state.PR, error)
+}
+
+var _ Store = (*state.Store)(nil)
+
+// Deps are the service's dependencies.
+type Deps struct {
+	GitHub GitHub
+	Store  Store
+	JS     events.JetStreamConsumer
+	// KV is the service's bucket (see Bucket and OpenBucket).
+	KV  kvlease.KV
+	Log *slog.Logger
+	// Holder names this replica in the leases it takes; default
+	// kvlease.HolderID().
+	Holder string
+	// Self is prloop's own GitHub login.
+	Self string
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Environ is the environment agents and git inherit, before credentials
+	// are removed; default os.Environ.
+	Environ func() []string
+	// GitBin is the git executable; default "git".
+	GitBin string
+}
+
+// Service is the feedback service.
+type Service struct {
+	cfg      Config
+	d        Deps
+	records  records
+	emit     *events.Emitter
+	auth     *review.Authorization
+	policy   review.Policy
+	tmpl     *template.Template
+	agent    *Agent
+	git      *Git
+	sleep    func(ctx context.Context, d time.Duration) error
+	worksDir string
+}
+
+// New builds the service. It fails only on a prompt template that does not
+// parse or a workspace directory that cannot be resolved.
+func New(cfg Config, d Deps) (*Service, error) {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Environ == nil {
+		d.Environ = os.Environ
+	}
+	if d.GitBin == "" {
+		d.GitBin = "git"
+	}
+	if d.Holder == "" {
+		d.Holder = kvlease.HolderID()
+	}
+	tmpl, err := loadTemplate(cfg.PromptTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("PRLOOP_PROMPT_TEMPLATE: %w", err)
+	}
+	dir := cfg.WorkspaceDir
+	if dir == "" {
+		dir = filepath.Join(cfg.DataDir, "workspace")
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return nil, fmt.Errorf("PRLOOP_WORKSPACE_DIR: %w", err)
+	}
+	s := &Service{
+		cfg:     cfg,
+		d:       d,
+		records: records{kv: d.KV},
+		emit:    events.NewEmitter(d.JS, Name),
+		auth: cfg.PolicyConfig.Authorization(func(ctx context.Context, repo ghref.Repo, login string) (string, error) {
+			ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+			defer cancel()
+			return d.GitHub.GetPermission(ctx, repo, login)
+		}),
+		policy:   cfg.Policy(d.Self),
+		tmpl:     tmpl,
+		agent:    &Agent{Cmd: cfg.AgentCmd, Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes},
+		sleep:    sleepCtx,
+		worksDir: dir,
+	}
+	s.git = &Git{Bin: d.GitBin, Name: cfg.GitAuthorName, Email: cfg.GitAuthorEmail, Token: d.GitHub.GitToken}
+	return s, nil
+}
+
+// FromRuntime builds the service for a process: the GitHub client from
+// cfg, prloop's own login, and the service's bucket.
+func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, error) {
+	client, err := github.New(ctx, cfg.Config, github.Options{Logger: rt.Log})
+	if err != nil {
+		return nil, err
+	}
+	self := cfg.GitHubLogin
+	if self == "" {
+		if self, err = client.CurrentUser(ctx); err != nil {
+			rt.Log.Warn("cannot tell prloop's own login; set PRLOOP_GITHUB_LOGIN so its own comments never count as reviews", "err", err)
+		}
+	}
+	kv, err := OpenBucket(ctx, rt.JS, cfg.StreamReplicas)
+	if err != nil {
+		return nil, err
+	}
+	s, err := New(cfg, Deps{
+		GitHub: client, Store: rt.Store, JS: rt.JS, KV: kv,
+		Log: rt.Log.With("component", Name), Self: self,
+	})
+	if err != nil {
+		return nil, err
+	}
+	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
+	return s, nil
+}
+
+var _ app.Service = (*Service)(nil)
+
+// Run consumes change requests until ctx is done.
+func (s *Service) Run(ctx context.Context) error {
+	// Handlers get the shutdown grace minus the time an agent may take to
+	// die, so that a stopped attempt can still kill its agent, release its
+	// lease and hand the change request back before the process exits.
+	grace := s.cfg.ShutdownGrace - s.cfg.AgentKillGrace - time.Second
+	grace = max(grace, s.cfg.ShutdownGrace/4)
+	return events.Consume(ctx, s.d.JS, events.ConsumerConfig{
+		Durable: Name, Types: Types, Concurrency: s.cfg.Concurrency,
+		AckWait: s.cfg.AckWait, MaxDeliver: s.cfg.MaxDeliver, Backoff: s.cfg.RetryBackoff,
+		Grace: grace, Logger: s.d.Log,
+	}, s.handle)
+}
+
+// handle adapts a delivered event to Address: nil acks, an error redelivers.
+func (s *Service) handle(ctx context.Context, m *events.Msg) error {
+	d, ok := m.Data.(*events.FeedbackReceived)
+	if !ok {
+		return nil
+	}
+	_, err := s.Address(ctx, Request{PR: d.PR, HeadSHA: d.HeadSHA, FixCycle: d.FixCycle, EventID: m.Event.ID()})
+	return err
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,15 @@
+#!/bin/sh
+# Scripted agent: waits until $RECORD_DIR/release-$INSTANCE exists (at most
+# about 20 s), then edits, commits and pushes. Tests hold an instance's
+# agent mid-attempt with it.
+set -eu
+. "$(dirname "$0")/record.sh"
+record_start
+i=0
+while [ ! -e "$RECORD_DIR/release-${INSTANCE:-none}" ] && [ $i -lt 400 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
+edit_and_commit
+git push -q
+record_end

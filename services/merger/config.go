@@ -1,0 +1,88 @@
+package merger
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/prloop/prloop/pkg/config"
+	"github.com/prloop/prloop/pkg/github"
+)
+
+// Branch update methods (PRLOOP_UPDATE_METHOD).
+const (
+	// UpdateMerge asks GitHub to merge the base into the head
+	// (PUT /pulls/{n}/update-branch), like the "Update branch" button.
+	UpdateMerge = "merge"
+	// UpdateRebase rebases the head onto the base in a local clone and
+	// pushes it with --force-with-lease.
+	UpdateRebase = "rebase"
+)
+
+// Config is the merger's configuration, read from PRLOOP_* variables.
+type Config struct {
+	config.Common
+	github.Config
+
+	// MergeMethod is how PRs are merged: squash, merge or rebase. It is
+	// always sent, because GitHub's own default is a merge commit.
+	MergeMethod string `envconfig:"PRLOOP_MERGE_METHOD" default:"squash"`
+	// RequireChecks makes the merger wait for the head's commit statuses and
+	// check runs to pass, and escalate when they fail.
+	RequireChecks bool `envconfig:"PRLOOP_REQUIRE_CHECKS" default:"true"`
+	// ChecksTimeout is how long the merger waits for pending checks on one
+	// head before escalating with reason checks_failed.
+	ChecksTimeout time.Duration `envconfig:"PRLOOP_CHECKS_TIMEOUT" default:"30m"`
+	// UpdateMethod is how a PR behind its base is brought up to date: merge
+	// (GitHub's update-branch) or rebase (local rebase, force-with-lease push).
+	UpdateMethod string `envconfig:"PRLOOP_UPDATE_METHOD" default:"merge"`
+	// DeleteBranch deletes the head branch after a merge.
+	DeleteBranch bool `envconfig:"PRLOOP_DELETE_BRANCH" default:"false"`
+	// DryRun logs and publishes what the merger would do, and changes
+	// nothing on GitHub.
+	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false"`
+	// MergeRetries bounds how often a merge GitHub refuses (405, 409) is
+	// re-checked and tried again before the merger gives up.
+	MergeRetries int `envconfig:"PRLOOP_MERGE_RETRIES" default:"3"`
+	// PollInterval is how often the merger re-reads a PR's checks and
+	// mergeability while it waits for them.
+	PollInterval time.Duration `envconfig:"PRLOOP_MERGE_POLL_INTERVAL" default:"10s"`
+	// LockTTL is the lease on a base branch's merge lock: a merger replica
+	// that dies mid-merge holds the base for at most this long.
+	LockTTL time.Duration `envconfig:"PRLOOP_MERGE_LOCK_TTL" default:"1m"`
+	// UpdateTimeout bounds the wait for GitHub to show the new head after a
+	// branch update (update-branch works asynchronously).
+	UpdateTimeout time.Duration `envconfig:"PRLOOP_UPDATE_TIMEOUT" default:"2m"`
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	errs := []error{c.Common.Validate(), c.Config.Validate()}
+	switch c.MergeMethod {
+	case github.MergeMethodSquash, github.MergeMethodMerge, github.MergeMethodRebase:
+	default:
+		errs = append(errs, fmt.Errorf("PRLOOP_MERGE_METHOD=%q: want squash, merge or rebase", c.MergeMethod))
+	}
+	switch strings.ToLower(c.UpdateMethod) {
+	case UpdateMerge, UpdateRebase:
+	default:
+		errs = append(errs, fmt.Errorf("PRLOOP_UPDATE_METHOD=%q: want merge (GitHub's update-branch) or rebase", c.UpdateMethod))
+	}
+	if c.ChecksTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_CHECKS_TIMEOUT=%s: want a positive duration such as 30m", c.ChecksTimeout))
+	}
+	if c.MergeRetries < 0 || c.MergeRetries > 20 {
+		errs = append(errs, fmt.Errorf("PRLOOP_MERGE_RETRIES=%d: want 0 to 20", c.MergeRetries))
+	}
+	if c.PollInterval <= 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_MERGE_POLL_INTERVAL=%s: want a positive duration such as 10s", c.PollInterval))
+	}
+	if c.LockTTL < time.Second {
+		errs = append(errs, fmt.Errorf("PRLOOP_MERGE_LOCK_TTL=%s: want at least 1s, well above the clock skew between hosts", c.LockTTL))
+	}
+	if c.UpdateTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_UPDATE_TIMEOUT=%s: want a positive duration such as 2m", c.UpdateTimeout))
+	}
+	return errors.Join(errs...)
+}

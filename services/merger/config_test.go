@@ -1,0 +1,47 @@
+package merger
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/prloop/prloop/pkg/config/configtest"
+)
+
+func TestConfig_FromEnvironment(t *testing.T) {
+	configtest.Run(t, []configtest.Case[Config]{
+		{
+			Name: "defaults",
+			Check: func(t *testing.T, c Config) {
+				assert.Equal(t, "squash", c.MergeMethod)
+				assert.True(t, c.RequireChecks)
+				assert.Equal(t, 30*time.Minute, c.ChecksTimeout)
+				assert.Equal(t, UpdateMerge, c.UpdateMethod)
+				assert.False(t, c.DeleteBranch)
+				assert.False(t, c.DryRun)
+				assert.Equal(t, time.Minute, c.LockTTL)
+			},
+		},
+		{
+			Name: "everything set",
+			Env: map[string]string{
+				"PRLOOP_MERGE_METHOD": "rebase", "PRLOOP_REQUIRE_CHECKS": "false", "PRLOOP_CHECKS_TIMEOUT": "5m",
+				"PRLOOP_UPDATE_METHOD": "rebase", "PRLOOP_DELETE_BRANCH": "true", "PRLOOP_DRY_RUN": "true",
+			},
+			Check: func(t *testing.T, c Config) {
+				assert.Equal(t, "rebase", c.MergeMethod)
+				assert.False(t, c.RequireChecks)
+				assert.Equal(t, 5*time.Minute, c.ChecksTimeout)
+				assert.Equal(t, UpdateRebase, c.UpdateMethod)
+				assert.True(t, c.DeleteBranch)
+				assert.True(t, c.DryRun)
+			},
+		},
+		{Name: "unknown merge method", Env: map[string]string{"PRLOOP_MERGE_METHOD": "octopus"}, WantErr: []string{"PRLOOP_MERGE_METHOD", "octopus"}},
+		{Name: "unknown update method", Env: map[string]string{"PRLOOP_UPDATE_METHOD": "cherry-pick"}, WantErr: []string{"PRLOOP_UPDATE_METHOD"}},
+		{Name: "zero checks timeout", Env: map[string]string{"PRLOOP_CHECKS_TIMEOUT": "0s"}, WantErr: []string{"PRLOOP_CHECKS_TIMEOUT"}},
+		{Name: "bad boolean", Env: map[string]string{"PRLOOP_DRY_RUN": "maybe"}, WantErr: []string{`PRLOOP_DRY_RUN="maybe"`}},
+		{Name: "lock lease too short", Env: map[string]string{"PRLOOP_MERGE_LOCK_TTL": "10ms"}, WantErr: []string{"PRLOOP_MERGE_LOCK_TTL"}},
+	})
+}

@@ -1,0 +1,111 @@
+package merger
+
+import (
+	"testing"
+	"time"
+
+	gh "github.com/google/go-github/v66/github"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/prloop/prloop/pkg/events"
+)
+
+func TestEvaluateChecks(t *testing.T) {
+	t.Parallel()
+	status := func(ctx, state string) *gh.RepoStatus {
+		return &gh.RepoStatus{Context: gh.String(ctx), State: gh.String(state)}
+	}
+	run := func(id int64, name, status, conclusion string) *gh.CheckRun {
+		r := &gh.CheckRun{ID: gh.Int64(id), Name: gh.String(name), Status: gh.String(status)}
+		if conclusion != "" {
+			r.Conclusion = gh.String(conclusion)
+		}
+		return r
+	}
+	tests := []struct {
+		name     string
+		combined *gh.CombinedStatus
+		runs     []*gh.CheckRun
+		want     ChecksState
+		failed   []string
+		pending  []string
+	}{
+		{name: "nothing at all is green though GitHub says pending", combined: &gh.CombinedStatus{State: gh.String("pending")}, want: ChecksGreen},
+		{name: "no combined status at all", want: ChecksGreen},
+		{name: "all passed", combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{status("ci", "success")}},
+			runs: []*gh.CheckRun{run(1, "build", "completed", "success"), run(2, "lint", "completed", "neutral"), run(3, "docs", "completed", "skipped")}, want: ChecksGreen},
+		{name: "pending status", combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{status("ci", "pending")}}, want: ChecksPending, pending: []string{"status ci"}},
+		{name: "queued and running check runs", runs: []*gh.CheckRun{run(1, "build", "queued", ""), run(2, "test", "in_progress", "")},
+			want: ChecksPending, pending: []string{"check build", "check test"}},
+		{name: "failed status", combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{status("ci", "failure")}}, want: ChecksFailed, failed: []string{"status ci"}},
+		{name: "errored status", combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{status("ci", "error")}}, want: ChecksFailed, failed: []string{"status ci"}},
+		{name: "failure wins over pending", combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{status("ci", "pending")}},
+			runs: []*gh.CheckRun{run(1, "build", "completed", "failure")}, want: ChecksFailed, failed: []string{"check build (failure)"}, pending: []string{"status ci"}},
+		{name: "cancelled and timed out runs fail", runs: []*gh.CheckRun{run(1, "a", "completed", "cancelled"), run(2, "b", "completed", "timed_out")},
+			want: ChecksFailed, failed: []string{"check a (cancelled)", "check b (timed_out)"}},
+		{name: "a successful re-run replaces a failed run", runs: []*gh.CheckRun{run(7, "build", "completed", "success"), run(3, "build", "completed", "failure")}, want: ChecksGreen},
+		{name: "a re-run in progress replaces a passed run", runs: []*gh.CheckRun{run(3, "build", "completed", "success"), run(9, "build", "in_progress", "")},
+			want: ChecksPending, pending: []string{"check build"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := EvaluateChecks(tt.combined, tt.runs)
+			assert.Equal(t, tt.want, got.State, got.Summary())
+			assert.Equal(t, tt.failed, got.Failed)
+			assert.Equal(t, tt.pending, got.Pending)
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	const head, other = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
+	open := func(state string) PRView {
+		return PRView{Open: true, HeadSHA: head, BaseRef: "main", MergeableState: state}
+	}
+	green, pending := Checks{State: ChecksGreen}, Checks{State: ChecksPending, Pending: []string{"status ci"}}
+	failed := Checks{State: ChecksFailed, Failed: []string{"status ci"}}
+	tests := []struct {
+		name    string
+		pr      PRView
+		checks  Checks
+		require bool
+		waited  time.Duration
+		want    Action
+		reason  events.Reason
+	}{
+		{name: "clean and green merges", pr: open("clean"), checks: green, require: true, want: ActMerge},
+		{name: "has_hooks merges", pr: open("has_hooks"), checks: green, require: true, want: ActMerge},
+		{name: "blocked is tried: GitHub decides", pr: open("blocked"), checks: green, require: true, want: ActMerge},
+		{name: "already merged", pr: PRView{Merged: true, HeadSHA: head, MergeableState: "unknown"}, require: true, want: ActMerged},
+		{name: "closed is dropped", pr: PRView{HeadSHA: head, BaseRef: "main"}, require: true, want: ActDrop},
+		{name: "moved head drops the stale approval", pr: PRView{Open: true, HeadSHA: other, BaseRef: "main", MergeableState: "clean"}, checks: green, require: true, want: ActDrop},
+		{name: "retargeted base drops", pr: PRView{Open: true, HeadSHA: head, BaseRef: "release", MergeableState: "clean"}, checks: green, require: true, want: ActDrop},
+		{name: "draft fails", pr: PRView{Open: true, Draft: true, HeadSHA: head, BaseRef: "main", MergeableState: "draft"}, require: true, want: ActFail, reason: events.ReasonNotMergeable},
+		{name: "conflict fails", pr: open("dirty"), checks: green, require: true, want: ActFail, reason: events.ReasonMergeConflict},
+		{name: "failed checks fail", pr: open("unstable"), checks: failed, require: true, want: ActFail, reason: events.ReasonChecksFailed},
+		{name: "failed checks ignored when not required", pr: open("unstable"), checks: failed, want: ActMerge},
+		{name: "pending checks wait", pr: open("clean"), checks: pending, require: true, waited: time.Minute, want: ActWait},
+		{name: "pending checks time out", pr: open("clean"), checks: pending, require: true, waited: 30 * time.Minute, want: ActFail, reason: events.ReasonChecksFailed},
+		{name: "pending checks ignored when not required", pr: open("clean"), checks: pending, want: ActMerge},
+		{name: "behind updates before waiting for checks", pr: open("behind"), checks: pending, require: true, want: ActUpdate},
+		{name: "behind with failed checks fails without updating", pr: open("behind"), checks: failed, require: true, want: ActFail, reason: events.ReasonChecksFailed},
+		{name: "conflict wins over behind", pr: open("dirty"), checks: pending, require: true, want: ActFail, reason: events.ReasonMergeConflict},
+		{name: "unknown mergeability waits", pr: open("unknown"), checks: green, require: true, want: ActWait},
+		{name: "missing mergeability waits", pr: open(""), checks: green, require: true, want: ActWait},
+		{name: "mergeability never computed fails", pr: open("unknown"), checks: green, require: true, waited: time.Hour, want: ActFail, reason: events.ReasonNotMergeable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := Decide(Input{
+				PR: tt.pr, Head: head, Base: "main", RequireChecks: tt.require, Checks: tt.checks,
+				Waited: tt.waited, ChecksTimeout: 30 * time.Minute,
+			})
+			assert.Equal(t, tt.want, d.Action, d.Why)
+			assert.Equal(t, tt.reason, d.Reason)
+			assert.NotEmpty(t, d.Why)
+		})
+	}
+}

@@ -1,0 +1,150 @@
+package merger_test
+
+import (
+	"log/slog"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/app/apptest"
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/events/eventstest"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
+	"github.com/prloop/prloop/pkg/natsx"
+	"github.com/prloop/prloop/pkg/natsx/natstest"
+	"github.com/prloop/prloop/pkg/state"
+	"github.com/prloop/prloop/services/merger"
+)
+
+const waitFor = 15 * time.Second
+
+// env is a merger test world: embedded NATS, the GitHub simulator with one
+// repository, the state store, the queue bucket and a recorder of every
+// event.
+type env struct {
+	t *testing.T
+	*simtest.World
+	sim   *ghsim.Sim
+	conn  *natsx.Conn
+	store *state.Store
+	kv    jetstream.KeyValue
+	rec   *eventstest.Recorder
+	repo  ghref.Repo
+	emit  *events.Emitter
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	w := simtest.Start(t, map[string]string{"main.go": "package main\n", "README.md": "# widgets\n"})
+	conn := natstest.Start(t)
+	store, err := state.Ensure(t.Context(), conn.JS, 1)
+	require.NoError(t, err)
+	kv, err := merger.EnsureQueue(t.Context(), conn.JS, 1)
+	require.NoError(t, err)
+	return &env{
+		t: t, World: w, sim: w.Sim, conn: conn, store: store, kv: kv,
+		rec: eventstest.Record(t, conn.JS), repo: w.Repo, emit: events.NewEmitter(conn.JS, "test"),
+	}
+}
+
+// config is a fast merger configuration for tests.
+func config(mut ...func(*merger.Config)) merger.Config {
+	cfg := merger.Config{
+		MergeMethod: "squash", RequireChecks: true, ChecksTimeout: time.Minute, UpdateMethod: merger.UpdateMerge,
+		MergeRetries: 3, PollInterval: 20 * time.Millisecond, LockTTL: 3 * time.Second, UpdateTimeout: 5 * time.Second,
+	}
+	for _, m := range mut {
+		m(&cfg)
+	}
+	return cfg
+}
+
+// start runs a merger replica with its own NATS connection and GitHub
+// client, as a separate process would, until stop or the end of the test.
+func (e *env) start(cfg merger.Config, holder string, gh ...merger.GitHub) (stop func()) {
+	e.t.Helper()
+	conn := natstest.Connect(e.t, e.conn)
+	kv, err := conn.JS.KeyValue(e.t.Context(), merger.Bucket)
+	require.NoError(e.t, err)
+	store, err := state.Ensure(e.t.Context(), conn.JS, 1)
+	require.NoError(e.t, err)
+	var client merger.GitHub = e.Client(e.t)
+	if len(gh) > 0 {
+		client = gh[0]
+	}
+	return apptest.Run(e.t, merger.New(cfg, merger.Deps{
+		GitHub: client, JS: conn.JS, Queue: kv, Store: store, Log: slog.New(slog.DiscardHandler), Holder: holder,
+	}))
+}
+
+// openPR pushes files to a new branch off main and opens a PR from it.
+func (e *env) openPR(branch, title string, files map[string]string) (ghref.PR, string) {
+	e.t.Helper()
+	head, err := e.sim.PushCommit(e.repo, branch, "agent", files, title)
+	require.NoError(e.t, err)
+	pr, err := e.sim.OpenPR(e.repo, ghsim.PRInput{Title: title, Body: "Body of " + title + ".", Head: branch, Author: "agent"})
+	require.NoError(e.t, err)
+	e.sim.Advance(time.Second)
+	return pr, head
+}
+
+// approve publishes PRReviewApproved for head, as the poller does; id tells
+// apart publishes of the same approval.
+func (e *env) approve(pr ghref.PR, head, id string) {
+	e.t.Helper()
+	_, _, err := e.emit.Emit(e.t.Context(), &events.ReviewApproved{
+		Base: events.Base{PR: pr, HeadSHA: head}, Status: events.StatusApproved, Approvers: []string{"alice"},
+	}, head, id)
+	require.NoError(e.t, err)
+}
+
+// queued returns the keys of the PRs in any merge queue.
+func (e *env) queued() []string {
+	e.t.Helper()
+	keys, err := e.kv.ListKeysFiltered(e.t.Context(), "q.>")
+	require.NoError(e.t, err)
+	var out []string
+	for k := range keys.Keys() {
+		out = append(out, k)
+	}
+	return out
+}
+
+// waitQueueEmpty waits until the merger has settled every approval: the
+// consumer acked all it received and no PR is queued.
+func (e *env) waitQueueEmpty() {
+	e.t.Helper()
+	require.Eventually(e.t, func() bool {
+		c, err := e.conn.JS.Consumer(e.t.Context(), events.StreamName, merger.Name)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(e.t.Context())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && len(e.queued()) == 0
+	}, waitFor, 10*time.Millisecond, "merge queue never emptied: %v", e.queued())
+}
+
+// git runs git against the sim's bare repository.
+func (e *env) git(args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command("git", append([]string{"--git-dir", e.sim.GitDir(e.repo)}, args...)...)
+	cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "HOME=" + e.t.TempDir(), "LC_ALL=C"}
+	out, err := cmd.CombinedOutput()
+	require.NoError(e.t, err, "git %v: %s", args, out)
+	return strings.TrimSpace(string(out))
+}
+
+// routeCount is how often the sim answered route.
+func (e *env) routeCount(route string) int { return e.sim.Stats().ByRoute[route] }
+
+const (
+	routeMerge        = "PUT /repos/{owner}/{repo}/pulls/{number}/merge"
+	routeUpdateBranch = "PUT /repos/{owner}/{repo}/pulls/{number}/update-branch"
+	routeStatus       = "GET /repos/{owner}/{repo}/commits/{ref}/status"
+)

@@ -1,0 +1,265 @@
+package merger
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/kvlease"
+)
+
+// Bucket is the KV bucket holding the merge queues and their locks.
+//
+// Keys, with tokens encoded as in event subjects (events.EncodeToken):
+//
+//	q.<owner>.<repo>.<base>.<number>   a queued PR (an Entry), ordered by Entry.Seq
+//	lock.<owner>.<repo>.<base>         the base's merge lock (a kvlease.Record)
+//
+// Base names are case-folded in keys, so bases that differ only in case
+// share a queue: that serialises a little more than needed, never less.
+const Bucket = "PRLOOP_MERGE_QUEUE"
+
+// Entry is one approved PR waiting in (or at the front of) its base's queue.
+type Entry struct {
+	PR   ghref.PR `json:"pr"`
+	Base string   `json:"base"`
+	// Seq is the approval's stream sequence: the queue's order.
+	Seq uint64 `json:"seq"`
+	// ApprovedHead is the head the approval was given on; Head is the head
+	// it applies to now: ApprovedHead, or the head prloop made from it by
+	// updating the branch.
+	ApprovedHead string    `json:"approved_head"`
+	Head         string    `json:"head"`
+	Approvers    []string  `json:"approvers,omitempty"`
+	QueuedAt     time.Time `json:"queued_at"`
+
+	// The fields below record progress, written before each step that
+	// changes GitHub, so that a replica taking over after a crash knows
+	// what may have happened.
+
+	// UpdatingFrom is the head a branch update was started from; UpdatingTo
+	// the head it will produce, when known in advance (rebase).
+	UpdatingFrom string `json:"updating_from,omitempty"`
+	UpdatingTo   string `json:"updating_to,omitempty"`
+	// MergingHead is the head a merge was requested for.
+	MergingHead string `json:"merging_head,omitempty"`
+	// WaitingSince is when the merger began waiting on Head.
+	WaitingSince time.Time `json:"waiting_since,omitzero"`
+	// Refusals counts refused merges and branch updates (405, 409, 422).
+	Refusals int `json:"refusals,omitempty"`
+	// Failures counts transient errors; NotBefore delays the next attempt.
+	Failures  int       `json:"failures,omitempty"`
+	NotBefore time.Time `json:"not_before,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// QueueKV is the part of jetstream.KeyValue the queue uses.
+type QueueKV interface {
+	kvlease.KV
+	ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error)
+	WatchAll(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error)
+}
+
+var _ QueueKV = (jetstream.KeyValue)(nil)
+
+// EnsureQueue creates or updates the queue bucket.
+func EnsureQueue(ctx context.Context, js kvlease.BucketManager, replicas int) (jetstream.KeyValue, error) {
+	return kvlease.EnsureBucket(ctx, js, Bucket, "prloop merge queues (one per repository and base branch) and their locks", replicas)
+}
+
+// queueID names one repository's base branch in keys: <owner>.<repo>.<base>.
+func queueID(repo ghref.Repo, base string) string {
+	return events.EncodeToken(repo.Owner) + "." + events.EncodeToken(repo.Name) + "." + events.EncodeToken(base)
+}
+
+func entryKey(pr ghref.PR, base string) string {
+	return "q." + queueID(pr.RepoRef(), base) + "." + strconv.Itoa(pr.Number)
+}
+
+func lockKey(qid string) string { return "lock." + qid }
+
+// queueOfKey returns the queue id of an entry key.
+func queueOfKey(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "q.")
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i < 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
+
+// stored is an entry with its key and KV revision, for compare-and-set.
+type stored struct {
+	Entry
+	key string
+	rev uint64
+}
+
+// queue is the merge queues in the KV bucket.
+type queue struct {
+	kv QueueKV
+}
+
+var errReplaced = errors.New("queue entry changed meanwhile")
+
+func (q queue) get(ctx context.Context, key string) (stored, error) {
+	e, err := q.kv.Get(ctx, key)
+	if err != nil {
+		return stored{}, err
+	}
+	var en Entry
+	if err := json.Unmarshal(e.Value(), &en); err != nil {
+		return stored{}, fmt.Errorf("decode queue entry %s: %w", key, err)
+	}
+	return stored{Entry: en, key: key, rev: e.Revision()}, nil
+}
+
+// list returns the entries of one queue, first come first.
+func (q queue) list(ctx context.Context, qid string) ([]stored, error) {
+	keys, err := q.keys(ctx, "q."+qid+".*")
+	if err != nil {
+		return nil, err
+	}
+	var out []stored
+	for _, k := range keys {
+		s, err := q.get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // merged or dropped meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("list queue %s: %w", qid, err)
+		}
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b stored) int {
+		if a.Seq != b.Seq {
+			return cmp.Compare(a.Seq, b.Seq)
+		}
+		return strings.Compare(a.key, b.key)
+	})
+	return out, nil
+}
+
+// queues returns the ids of the queues that hold entries.
+func (q queue) queues(ctx context.Context) ([]string, error) {
+	keys, err := q.keys(ctx, "q.>")
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, k := range keys {
+		if id, ok := queueOfKey(k); ok && !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func (q queue) keys(ctx context.Context, filter string) ([]string, error) {
+	l, err := q.kv.ListKeysFiltered(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("list %s keys %s: %w", Bucket, filter, err)
+	}
+	defer l.Stop()
+	var out []string
+	for k := range l.Keys() {
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// enqueue adds e to its queue, or keeps the entry already there for the
+// same approval (a redelivery, or an approval of the head prloop itself
+// made). An entry for an older approval of the PR is replaced: the new
+// approval queues at its own place. It returns the stored entry and whether
+// it was already queued.
+func (q queue) enqueue(ctx context.Context, e Entry) (stored, bool, error) {
+	key := entryKey(e.PR, e.Base)
+	body, err := json.Marshal(e)
+	if err != nil {
+		return stored{}, false, fmt.Errorf("encode queue entry for %s: %w", e.PR, err)
+	}
+	for range 10 {
+		cur, err := q.get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			rev, err := q.kv.Create(ctx, key, body)
+			if kvlease.IsConflict(err) {
+				continue
+			}
+			if err != nil {
+				return stored{}, false, fmt.Errorf("queue %s: %w", e.PR, err)
+			}
+			return stored{Entry: e, key: key, rev: rev}, false, nil
+		case err != nil:
+			return stored{}, false, fmt.Errorf("queue %s: %w", e.PR, err)
+		case cur.ApprovedHead == e.ApprovedHead || cur.Head == e.ApprovedHead:
+			return cur, true, nil
+		}
+		rev, err := q.kv.Update(ctx, key, body, cur.rev)
+		if kvlease.IsConflict(err) {
+			continue
+		}
+		if err != nil {
+			return stored{}, false, fmt.Errorf("re-queue %s: %w", e.PR, err)
+		}
+		return stored{Entry: e, key: key, rev: rev}, false, nil
+	}
+	return stored{}, false, fmt.Errorf("queue %s: %w too often", e.PR, errReplaced)
+}
+
+// position is the 1-based place of the entry with seq in its queue: 1 is
+// the PR being merged or next to be.
+func (q queue) position(ctx context.Context, qid string, seq uint64) (int, error) {
+	all, err := q.list(ctx, qid)
+	if err != nil {
+		return 0, err
+	}
+	pos := 1
+	for _, s := range all {
+		if s.Seq < seq {
+			pos++
+		}
+	}
+	return pos, nil
+}
+
+// save writes s back if nobody changed it meanwhile (errReplaced otherwise).
+func (q queue) save(ctx context.Context, s *stored) error {
+	body, err := json.Marshal(s.Entry)
+	if err != nil {
+		return fmt.Errorf("encode queue entry for %s: %w", s.PR, err)
+	}
+	rev, err := q.kv.Update(ctx, s.key, body, s.rev)
+	if kvlease.IsConflict(err) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("save queue entry for %s: %w", s.PR, errReplaced)
+	}
+	if err != nil {
+		return fmt.Errorf("save queue entry for %s: %w", s.PR, err)
+	}
+	s.rev = rev
+	return nil
+}
+
+// remove deletes s if nobody changed it meanwhile; an entry replaced by a
+// newer approval stays.
+func (q queue) remove(ctx context.Context, s stored) error {
+	err := q.kv.Delete(ctx, s.key, jetstream.LastRevision(s.rev))
+	if err != nil && !kvlease.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("remove %s from the merge queue: %w", s.PR, err)
+	}
+	return nil
+}

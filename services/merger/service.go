@@ -1,0 +1,360 @@
+// Package merger is prloop's merger service: it merges approved pull
+// requests through a first-come-first-served queue per repository and base
+// branch, one merge in flight per base, across any number of replicas.
+//
+// # Queue and lock
+//
+// The queues live in the KV bucket PRLOOP_MERGE_QUEUE (see Bucket): one key
+// per queued PR holding an Entry, ordered by the stream sequence of its
+// PRReviewApproved event, and one lock key per base, a lease (package
+// kvlease) taken with Create and renewed while the merge runs, so that a
+// dead replica's lock frees itself after PRLOOP_MERGE_LOCK_TTL.
+//
+// Two parts work on them. The consumer only enqueues: it reads the PR's
+// base, writes its entry and publishes PRMergeQueued with the position. It
+// runs with MaxAckPending 1, so JetStream hands approvals out one at a time
+// in stream order across all replicas: when an entry is written, every
+// earlier approval's entry already is, which makes positions exact and the
+// order first come, first served. The worker of every replica scans the
+// queues (on a timer and on every change in the bucket), takes the lock of
+// any base whose queue is not empty, and merges that queue's entries in
+// order while it holds the lock.
+//
+// Before every step the worker re-reads the PR from GitHub, never trusting
+// the event, and Decide says what to do. Steps that change GitHub are
+// written ahead into the entry, so a replica that takes over after a crash
+// can tell a merge or branch update prloop made from someone else's push.
+package merger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	gh "github.com/google/go-github/v66/github"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+// Name is the service's name: its durable consumer, its event source
+// (/prloop/merger) and its log attribute.
+const Name = "merger"
+
+// Types are the event types the service consumes.
+var Types = []events.Type{events.TypeReviewApproved}
+
+// GitHub is the part of the GitHub client the merger uses.
+type GitHub interface {
+	GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error)
+	GetCommit(ctx context.Context, repo ghref.Repo, ref string) (*gh.RepositoryCommit, error)
+	GetCombinedStatus(ctx context.Context, repo ghref.Repo, ref string) (*gh.CombinedStatus, error)
+	ListCheckRuns(ctx context.Context, repo ghref.Repo, ref string) ([]*gh.CheckRun, error)
+	UpdateBranch(ctx context.Context, pr ghref.PR, expectedHeadSHA string) error
+	Merge(ctx context.Context, pr ghref.PR, opts github.MergeOptions) (*gh.PullRequestMergeResult, error)
+	DeleteBranch(ctx context.Context, repo ghref.Repo, branch string) error
+}
+
+var _ GitHub = (*github.Client)(nil)
+
+// Store is the part of the state store the merger uses.
+type Store interface {
+	Update(ctx context.Context, pr ghref.PR, fn func(*state.PR) error) (state.PR, error)
+}
+
+var _ Store = (*state.Store)(nil)
+
+// Deps are the merger's dependencies.
+type Deps struct {
+	GitHub GitHub
+	JS     events.JetStreamConsumer
+	// Queue is the PRLOOP_MERGE_QUEUE bucket (EnsureQueue).
+	Queue QueueKV
+	Store Store
+	Log   *slog.Logger
+	// Holder names this replica in lock leases; default host, pid and a
+	// random suffix.
+	Holder string
+	// GitToken authenticates git over HTTPS for PRLOOP_UPDATE_METHOD=rebase.
+	GitToken github.Secret
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+}
+
+// Service is the merger.
+type Service struct {
+	cfg  Config
+	d    Deps
+	q    queue
+	emit *events.Emitter
+	log  *slog.Logger
+	kick chan struct{}
+
+	mu     sync.Mutex
+	active map[string]bool // queue ids this replica is draining
+	wg     sync.WaitGroup
+}
+
+var _ app.Service = (*Service)(nil)
+
+// New builds the merger.
+func New(cfg Config, d Deps) *Service {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Holder == "" {
+		d.Holder = kvlease.HolderID()
+	}
+	return &Service{
+		cfg: cfg, d: d, q: queue{kv: d.Queue}, emit: events.NewEmitter(d.JS, Name), log: d.Log,
+		kick: make(chan struct{}, 1), active: map[string]bool{},
+	}
+}
+
+// FromRuntime builds the merger for a process: the GitHub client from cfg,
+// the queue bucket and the readiness check.
+func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, error) {
+	client, err := github.New(ctx, cfg.Config, github.Options{Logger: rt.Log})
+	if err != nil {
+		return nil, err
+	}
+	kv, err := EnsureQueue(ctx, rt.JS, rt.Common.StreamReplicas)
+	if err != nil {
+		return nil, err
+	}
+	var tok github.Secret
+	if cfg.UpdateMethod == UpdateRebase && !cfg.UsesApp() {
+		if tok = cfg.Token; tok == "" {
+			if tok, _, err = github.ResolveToken(ctx); err != nil {
+				return nil, fmt.Errorf("PRLOOP_UPDATE_METHOD=rebase pushes with git: %w", err)
+			}
+		}
+	}
+	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
+	return New(cfg, Deps{
+		GitHub: client, JS: rt.JS, Queue: kv, Store: rt.Store, Log: rt.Log.With("component", Name), GitToken: tok,
+	}), nil
+}
+
+// Run enqueues approvals and merges queued PRs until ctx is done. On
+// shutdown a merge in progress stops where it is; the entry stays queued
+// and whichever replica takes the lock next carries on.
+func (s *Service) Run(ctx context.Context) error {
+	s.log.Info("merger started", "holder", s.d.Holder, "method", s.cfg.MergeMethod, "update", s.cfg.UpdateMethod,
+		"require_checks", s.cfg.RequireChecks, "dry_run", s.cfg.DryRun)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.work(ctx)
+	}()
+	err := events.Consume(ctx, s.d.JS, events.ConsumerConfig{
+		Durable: Name, Types: Types, Logger: s.log, Concurrency: 1, MaxAckPending: 1,
+	}, s.handle)
+	s.wg.Wait()
+	return err
+}
+
+// handle adapts a PRReviewApproved message to Enqueue.
+func (s *Service) handle(ctx context.Context, m *events.Msg) error {
+	d, ok := m.Data.(*events.ReviewApproved)
+	if !ok {
+		return nil
+	}
+	return s.Enqueue(ctx, Approval{PR: d.PR, Head: d.HeadSHA, Approvers: d.Approvers, Seq: m.Seq})
+}
+
+// Approval is an approved head, as the poller reports it.
+type Approval struct {
+	PR        ghref.PR
+	Head      string
+	Approvers []string
+	// Seq is the approval's stream sequence: its place in line.
+	Seq uint64
+}
+
+// Enqueue puts an approved PR in its base's queue and publishes
+// PRMergeQueued with its position. Approvals of closed PRs or of heads that
+// already moved on are dropped with a log line: the poller re-evaluates.
+func (s *Service) Enqueue(ctx context.Context, a Approval) error {
+	log := s.log.With("pr", a.PR.String(), "head", short(a.Head))
+	if a.Head == "" {
+		log.Warn("approval without a head sha; not queued")
+		return nil
+	}
+	p, err := s.d.GitHub.GetPull(ctx, a.PR)
+	if errors.Is(err, github.ErrNotFound) {
+		log.Warn("approved PR not found on GitHub; not queued")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("queue %s: %w", a.PR, err)
+	}
+	v := ViewOf(p)
+	if v.Merged || !v.Open {
+		log.Info("approved PR is no longer open; not queued", "merged", v.Merged)
+		return nil
+	}
+	if a.PR.URL == "" {
+		a.PR.URL = p.GetHTMLURL()
+	}
+	e := Entry{
+		PR: a.PR, Base: v.BaseRef, Seq: a.Seq, ApprovedHead: a.Head, Head: a.Head,
+		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(),
+	}
+	var st stored
+	var again bool
+	if v.HeadSHA != a.Head {
+		// A redelivered approval whose head prloop has updated meanwhile is
+		// still queued; any other moved head makes the approval stale.
+		cur, err := s.q.get(ctx, entryKey(a.PR, v.BaseRef))
+		if err != nil || cur.ApprovedHead != a.Head {
+			log.Info("stale approval: the head moved since; not queued, the poller re-evaluates", "current_head", short(v.HeadSHA))
+			return nil
+		}
+		st, again = cur, true
+	} else if st, again, err = s.q.enqueue(ctx, e); err != nil {
+		return err
+	}
+	qid := queueID(a.PR.RepoRef(), st.Base)
+	pos, err := s.q.position(ctx, qid, st.Seq)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.emit.Emit(ctx, &events.MergeQueued{
+		Base: events.Base{PR: a.PR, HeadSHA: st.ApprovedHead}, Position: pos, BaseBranch: st.Base,
+	}, st.ApprovedHead); err != nil {
+		return err
+	}
+	log.Info("queued for merge", "base", st.Base, "position", pos, "already_queued", again, "approvers", a.Approvers)
+	s.Kick()
+	return nil
+}
+
+// Kick makes the worker scan the queues now.
+func (s *Service) Kick() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// work scans the queues until ctx is done: at every poll interval, and at
+// once when the bucket changes (an entry or a lock written or removed by
+// any replica).
+func (s *Service) work(ctx context.Context) {
+	if w, err := s.d.Queue.WatchAll(ctx, jetstream.UpdatesOnly()); err != nil {
+		s.log.Warn("cannot watch the merge queue; scanning on the poll interval only", "err", err)
+	} else {
+		go func() {
+			for range w.Updates() {
+				s.Kick()
+			}
+		}()
+		defer func() { _ = w.Stop() }()
+	}
+	t := time.NewTicker(s.cfg.PollInterval)
+	defer t.Stop()
+	for {
+		if err := s.scan(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("merge queue scan failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		case <-t.C:
+		}
+	}
+}
+
+// scan starts draining every queue that has a ready entry and whose lock
+// this replica can take.
+func (s *Service) scan(ctx context.Context) error {
+	ids, err := s.q.queues(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		s.mu.Lock()
+		busy := s.active[id]
+		s.mu.Unlock()
+		if busy {
+			continue
+		}
+		entries, err := s.q.list(ctx, id)
+		if err != nil {
+			return err
+		}
+		if len(entries) == 0 || entries[0].NotBefore.After(s.d.Now()) {
+			continue
+		}
+		lease, err := kvlease.Acquire(ctx, s.d.Queue, lockKey(id), s.d.Holder, kvlease.Options{
+			TTL: s.cfg.LockTTL, Now: s.d.Now, Note: "merging " + entries[0].PR.String(),
+		})
+		if errors.Is(err, kvlease.ErrHeld) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.active[id] = true
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.drain(ctx, id, lease)
+		}()
+	}
+	return nil
+}
+
+// drain merges the entries of one queue, first come first, while it holds
+// the queue's lock; it stops when the queue is empty, its first entry must
+// wait, or the lock is lost.
+func (s *Service) drain(ctx context.Context, id string, lease *kvlease.Lease) {
+	lctx, stop := lease.Keep(ctx)
+	defer func() {
+		stop()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := lease.Release(rctx); err != nil {
+			s.log.Warn("release merge lock", "queue", id, "err", err)
+		}
+		cancel()
+		s.mu.Lock()
+		delete(s.active, id)
+		s.mu.Unlock()
+		s.Kick()
+	}()
+	for lctx.Err() == nil {
+		entries, err := s.q.list(lctx, id)
+		if err != nil {
+			if lctx.Err() == nil {
+				s.log.Warn("read merge queue", "queue", id, "err", err)
+			}
+			return
+		}
+		if len(entries) == 0 || entries[0].NotBefore.After(s.d.Now()) {
+			return
+		}
+		if err := s.process(lctx, entries[0]); err != nil {
+			if lctx.Err() == nil {
+				s.log.Warn("merge queue stopped", "queue", id, "pr", entries[0].PR.String(), "err", err)
+			} else if cause := context.Cause(lctx); errors.Is(cause, kvlease.ErrLost) {
+				s.log.Warn("merge lock lost; another replica carries on", "queue", id, "pr", entries[0].PR.String(), "err", cause)
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package merger
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+
+	gh "github.com/google/go-github/v66/github"
+
+	"github.com/prloop/prloop/pkg/github"
+)
+
+var (
+	// errRebaseConflict says the head does not rebase cleanly onto its base.
+	errRebaseConflict = errors.New("rebase conflict")
+	// errStaleHead says the head moved while prloop was updating it: the
+	// approval is stale, and the next look drops it.
+	errStaleHead = errors.New("head moved during the branch update")
+)
+
+// update brings the PR's head (st.Head) up to date with its base and
+// returns the new head, once GitHub shows it.
+func (s *Service) update(ctx context.Context, st *stored, p *gh.PullRequest) (string, error) {
+	from := st.Head
+	if s.cfg.UpdateMethod == UpdateRebase {
+		to, err := s.rebase(ctx, st, p)
+		if err != nil {
+			return "", err
+		}
+		return s.awaitHead(ctx, st, from, func(head string) error {
+			if head != to {
+				return fmt.Errorf("%w: to %s, not prloop's rebase %s", errStaleHead, short(head), short(to))
+			}
+			return nil
+		})
+	}
+	if err := s.d.GitHub.UpdateBranch(ctx, st.PR, from); err != nil {
+		return "", err
+	}
+	// GitHub merges asynchronously; the new head is prloop's if it is a
+	// merge whose first parent is the head prloop asked to update.
+	return s.awaitHead(ctx, st, from, func(head string) error {
+		ok, err := s.madeFrom(ctx, st, head, from)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: to %s, which is not a merge of the base into %s", errStaleHead, short(head), short(from))
+		}
+		return nil
+	})
+}
+
+// awaitHead polls the PR until its head is no longer from, and returns the
+// new head if accept takes it; it gives up after PRLOOP_UPDATE_TIMEOUT.
+func (s *Service) awaitHead(ctx context.Context, st *stored, from string, accept func(string) error) (string, error) {
+	deadline := s.d.Now().Add(s.cfg.UpdateTimeout)
+	for {
+		p, err := s.d.GitHub.GetPull(ctx, st.PR)
+		if err != nil {
+			return "", err
+		}
+		if head := p.GetHead().GetSHA(); head != from {
+			if err := accept(head); err != nil {
+				return "", err
+			}
+			return head, nil
+		}
+		if s.d.Now().After(deadline) {
+			return "", fmt.Errorf("head of %s still %s %s after the branch update", st.PR, short(from), s.cfg.UpdateTimeout)
+		}
+		if err := github.DefaultSleep(ctx, min(s.cfg.PollInterval, time.Second)); err != nil {
+			return "", err
+		}
+	}
+}
+
+// rebase rebases the head onto the base in a scratch repository and pushes
+// it with --force-with-lease on the head prloop checked, so a push someone
+// made meanwhile is never overwritten. The new head is written into the
+// entry before the push, so that a replica resuming after a crash
+// recognises it as prloop's.
+func (s *Service) rebase(ctx context.Context, st *stored, p *gh.PullRequest) (string, error) {
+	from := st.Head
+	baseURL, headURL := p.GetBase().GetRepo().GetCloneURL(), p.GetHead().GetRepo().GetCloneURL()
+	baseRef, headRef := p.GetBase().GetRef(), p.GetHead().GetRef()
+	if baseURL == "" || headURL == "" || baseRef == "" || headRef == "" {
+		return "", fmt.Errorf("rebase %s: GitHub did not say where its branches live", st.PR)
+	}
+	dir, err := os.MkdirTemp("", "prloop-rebase-")
+	if err != nil {
+		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
+	}
+	defer os.RemoveAll(dir)
+	g := gitCmd{dir: dir, env: s.gitEnv(dir, baseURL, headURL)}
+	steps := [][]string{
+		{"init", "-q"},
+		{"fetch", "-q", "--no-tags", baseURL, "+refs/heads/" + baseRef + ":refs/prloop/base"},
+		{"fetch", "-q", "--no-tags", headURL, "+refs/heads/" + headRef + ":refs/prloop/head"},
+	}
+	for _, args := range steps {
+		if _, err := g.run(ctx, args...); err != nil {
+			return "", fmt.Errorf("rebase %s: %w", st.PR, err)
+		}
+	}
+	if got, err := g.run(ctx, "rev-parse", "refs/prloop/head"); err != nil {
+		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
+	} else if got != from {
+		return "", fmt.Errorf("rebase %s: %w: branch %s is at %s", st.PR, errStaleHead, headRef, short(got))
+	}
+	if _, err := g.run(ctx, "checkout", "-q", "--detach", from); err != nil {
+		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
+	}
+	if _, err := g.run(ctx, "rebase", "-q", "refs/prloop/base"); err != nil {
+		_, _ = g.run(context.WithoutCancel(ctx), "rebase", "--abort")
+		return "", fmt.Errorf("rebase %s onto %s: %w: %v", st.PR, baseRef, errRebaseConflict, err)
+	}
+	to, err := g.run(ctx, "rev-parse", "HEAD")
+	if err != nil {
+		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
+	}
+	st.UpdatingTo = to
+	if err := s.q.save(ctx, st); err != nil {
+		return "", err
+	}
+	_, err = g.run(ctx, "push", "-q", "--force-with-lease=refs/heads/"+headRef+":"+from, headURL, "HEAD:refs/heads/"+headRef)
+	if err != nil {
+		if strings.Contains(err.Error(), "stale info") || strings.Contains(err.Error(), "rejected") {
+			return "", fmt.Errorf("push rebased %s: %w: %v", st.PR, errStaleHead, err)
+		}
+		return "", fmt.Errorf("push rebased %s: %w", st.PR, err)
+	}
+	return to, nil
+}
+
+// gitEnv is a hermetic environment for git: no system or user config, no
+// prompts, prloop as committer, and for HTTPS remotes the token as an
+// extra header scoped to their host (never in a URL or an argument).
+func (s *Service) gitEnv(dir string, remotes ...string) []string {
+	env := []string{
+		"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
+		"GIT_COMMITTER_NAME=prloop", "GIT_COMMITTER_EMAIL=prloop@users.noreply.github.com",
+		"GIT_AUTHOR_NAME=prloop", "GIT_AUTHOR_EMAIL=prloop@users.noreply.github.com",
+	}
+	cfg := [][2]string{{"commit.gpgsign", "false"}, {"core.hooksPath", os.DevNull}, {"advice.detachedHead", "false"}}
+	if tok := s.d.GitToken.Reveal(); tok != "" {
+		auth := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+tok))
+		seen := map[string]bool{}
+		for _, r := range remotes {
+			u, err := url.Parse(r)
+			if err != nil || u.Scheme != "https" || seen[u.Host] {
+				continue
+			}
+			seen[u.Host] = true
+			cfg = append(cfg, [2]string{"http.https://" + u.Host + "/.extraheader", auth})
+		}
+	}
+	env = append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(cfg)))
+	for i, kv := range cfg {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
+	}
+	return env
+}
+
+// gitCmd runs git in one directory with one environment.
+type gitCmd struct {
+	dir string
+	env []string
+}
+
+// run runs git and returns its trimmed stdout; the error carries stderr.
+func (g gitCmd) run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir, cmd.Env = g.dir, g.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(errOut.String()))
+	}
+	return strings.TrimSpace(out.String()), nil
+}
