@@ -125,6 +125,7 @@ type repoWatch struct {
 	// reload says the memo must be read afresh from the state bucket first.
 	probeNow chan struct{}
 	reload   atomic.Bool
+	running  bool // guarded by Service.mu
 
 	mu      sync.Mutex
 	prs     map[int]bool // watched PR numbers
@@ -341,10 +342,10 @@ func (s *Service) KickHead(repo ghref.Repo, sha string) {
 
 // startLoop starts rw's probe loop once; s.mu is held.
 func (s *Service) startLoop(rw *repoWatch) {
-	if rw.heads != nil {
-		return // running
+	if rw.running {
+		return
 	}
-	rw.heads = map[string][]int{}
+	rw.running = true
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
