@@ -19,9 +19,12 @@ for review, hands change requests back to the agent, checks the fix was
 pushed, merges what is approved and calls a human when the loop is stuck.
 
 Usage:
+  prloop demo         play the whole loop locally: no token, no network
   prloop run          run all four services in one process (embedded NATS
                       in $PRLOOP_DATA_DIR unless $PRLOOP_NATS_URL is set)
   prloop watch PR     ask a running prloop to watch owner/repo#N
+  prloop status       a table of the PRs prloop knows (-json for JSON)
+  prloop events       print the events, one line each, and follow (-pr owner/repo#N)
   prloop ghsim        serve a GitHub simulator (no token, no network)
   prloop emit-test    publish one test CloudEvent to a running prloop
   prloop version      print the version
@@ -49,8 +52,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%w: no command given; try 'prloop run'", errUsage)
 	}
 	switch args[0] {
+	case "demo":
+		return runDemo(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runAll(ctx, args[1:], stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "events":
+		return runEvents(ctx, args[1:], stdout, stderr)
 	case "watch":
 		return runWatch(ctx, args[1:], stdout, stderr)
 	case "ghsim":

@@ -64,27 +64,27 @@ func runAll(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	cfg := &allConfig{}
 	return app.Run(ctx, "prloop", cfg, stderr, func(ctx context.Context, rt *app.Runtime) ([]app.Service, error) {
-		p, err := poller.FromRuntime(ctx, rt, cfg.Poller)
-		if err != nil {
-			return nil, err
-		}
-		f, err := feedback.FromRuntime(ctx, rt, cfg.Feedback)
-		if err != nil {
-			return nil, err
-		}
-		m, err := merger.FromRuntime(ctx, rt, cfg.Merger)
-		if err != nil {
-			return nil, err
-		}
-		esc, err := escalator.FromRuntime(ctx, rt, cfg.Escalator)
-		if err != nil {
-			return nil, err
-		}
-		return []app.Service{
-			p,
-			f,
-			m,
-			esc,
-		}, nil
+		return buildServices(ctx, rt, cfg)
 	})
+}
+
+// buildServices builds the four services on one runtime.
+func buildServices(ctx context.Context, rt *app.Runtime, cfg *allConfig) ([]app.Service, error) {
+	p, err := poller.FromRuntime(ctx, rt, cfg.Poller)
+	if err != nil {
+		return nil, err
+	}
+	f, err := feedback.FromRuntime(ctx, rt, cfg.Feedback)
+	if err != nil {
+		return nil, err
+	}
+	m, err := merger.FromRuntime(ctx, rt, cfg.Merger)
+	if err != nil {
+		return nil, err
+	}
+	esc, err := escalator.FromRuntime(ctx, rt, cfg.Escalator)
+	if err != nil {
+		return nil, err
+	}
+	return []app.Service{p, f, m, esc}, nil
 }

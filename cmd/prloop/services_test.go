@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http/httptest"
 	"regexp"
 	"strings"
@@ -144,6 +145,38 @@ func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 	assert.Equal(t, "/prloop/cli", e.Source())
 	assert.Equal(t, msg.Header.Get("Nats-Msg-Id"), e.ID())
 	assert.Equal(t, "Acme/socket.io#7", d.Ref().String())
+
+	// The operator commands against the running prloop.
+	cli := func(args ...string) *proctest.Process {
+		t.Helper()
+		c := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url}, args...)
+		exited, err := c.Wait(30 * time.Second)
+		require.True(t, exited, "prloop %v did not finish", args)
+		require.NoError(t, err, "prloop %v: %s", args, c.Stderr.String())
+		return c
+	}
+	watched := cli("watch", "https://github.com/demo/widgets/pull/1")
+	assert.Contains(t, watched.Stdout.String(), "watching demo/widgets#1")
+	require.Eventually(t, func() bool {
+		return strings.Contains(cli("events", "-follow=false", "-pr", "demo/widgets#1").Stdout.String(), "PRReviewPending")
+	}, 20*time.Second, 200*time.Millisecond)
+	evs := cli("events", "-follow=false", "-pr", "demo/widgets#1").Stdout.String()
+	assert.Regexp(t, `demo/widgets#1\s+PRWatchRequested`, evs)
+	assert.NotContains(t, evs, "Acme/socket.io#7", "filtered to one PR")
+
+	table := cli("status").Stdout.String()
+	assert.Regexp(t, `(?m)^PR\s+STATUS\s+HEAD\s+FIX CYCLE\s+AGE\s+LAST EVENT\s+ESCALATED`, table)
+	assert.Regexp(t, `(?m)^demo/widgets#1\s+pending\s+[0-9a-f]{7}\s+0\s+`, table)
+	var recs []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(cli("status", "-json").Stdout.String()), &recs))
+	require.NotEmpty(t, recs)
+	assert.Equal(t, "pending", recs[0]["status"])
+
+	bad := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url}, "watch", "not-a-pr")
+	exited, err = bad.Wait(10 * time.Second)
+	require.True(t, exited)
+	require.Error(t, err, "a bad PR reference exits non-zero")
+	assert.Contains(t, bad.Stderr.String(), "want owner/repo")
 
 	require.NoError(t, p.Signal(syscall.SIGINT))
 	exited, err = p.Wait(10 * time.Second)

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/proctest"
+)
+
+// TestDemo_PlaysTheWholeLoop runs `prloop demo` as a user would and checks
+// that it exits 0 having printed each PR's expected event sequence.
+func TestDemo_PlaysTheWholeLoop(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, "./cmd/prloop")
+	p := proctest.Start(t, bin, []string{"GITHUB_TOKEN=", "PRLOOP_LOG_LEVEL=debug"}, "demo")
+	exited, err := p.Wait(90 * time.Second)
+	require.True(t, exited, "prloop demo still running after 90s:\n%s", p.Stdout.String())
+	require.NoError(t, err, "prloop demo failed:\n%s\n%s", p.Stdout.String(), p.Stderr.String())
+
+	out := p.Stdout.String()
+	seq := func(pr string) []string {
+		var types []string
+		re := regexp.MustCompile(`^\S+\s+` + regexp.QuoteMeta(pr) + `\s+(\S+)`)
+		for _, line := range strings.Split(out, "\n") {
+			if m := re.FindStringSubmatch(line); m != nil {
+				types = append(types, m[1])
+			}
+		}
+		return types
+	}
+	assert.Equal(t, []string{
+		"PRWatchRequested", "PRReviewPending", "PRReviewInProgress", "PRFeedbackReceived",
+		"PRFeedbackAddressed", "PRReviewPending", "PRReviewApproved", "PRMergeQueued", "PRMerged",
+	}, seq("demo/widgets#1"), out)
+	assert.Equal(t, []string{"PRWatchRequested", "PRReviewPending", "ReviewTimeout", "PREscalated"}, seq("demo/widgets#2"), out)
+	assert.Contains(t, out, "Both PRs reached their end.")
+	assert.Regexp(t, `squash-merged as [0-9a-f]{7}; main now ends in [0-9a-f]{7}`, out)
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/prloop/prloop/pkg/events"
+)
+
+// describe renders what an event says, in a few words, for one line.
+func describe(d events.Data) string {
+	short := func(sha string) string {
+		if len(sha) > 7 {
+			return sha[:7]
+		}
+		return sha
+	}
+	switch d := d.(type) {
+	case *events.WatchRequested:
+		return "watch requested" + when(d.Actor != "", " by "+d.Actor)
+	case *events.ReviewPending:
+		return "waiting for review on " + short(d.HeadSHA)
+	case *events.ReviewInProgress:
+		return "👀 " + d.Actor + " is reviewing " + short(d.HeadSHA)
+	case *events.FeedbackReceived:
+		return fmt.Sprintf("changes requested on %s: %d comment(s), %d review(s) by %s",
+			short(d.HeadSHA), len(d.CommentIDs), len(d.ReviewIDs), strings.Join(d.Reviewers, ", "))
+	case *events.FeedbackAddressed:
+		return fmt.Sprintf("fix pushed: %s → %s (fix cycle %d)", short(d.PreviousHeadSHA), short(d.HeadSHA), d.FixCycle)
+	case *events.ReviewApproved:
+		return "👍 approved " + short(d.HeadSHA) + when(len(d.Approvers) > 0, " by "+strings.Join(d.Approvers, ", "))
+	case *events.ReviewTimeout:
+		return "no approval in time" + when(len(d.MissingReviewers) > 0, "; missing "+strings.Join(d.MissingReviewers, ", "))
+	case *events.MergeQueued:
+		return fmt.Sprintf("queued for merge into %s at position %d", d.BaseBranch, d.Position)
+	case *events.Merged:
+		if d.DryRun {
+			return "would merge " + short(d.HeadSHA) + " (dry run)"
+		}
+		return fmt.Sprintf("merged as %s (%s)", short(d.MergeSHA), d.MergeMethod)
+	case *events.MergeFailed:
+		return fmt.Sprintf("merge failed: %s %s", d.Reason, d.Detail)
+	case *events.Closed:
+		return "closed" + when(d.Merged, " (merged outside prloop)")
+	case *events.EscalationRequested:
+		return fmt.Sprintf("escalation requested: %s (%s)", d.Reason, d.Severity)
+	case *events.Escalated:
+		return fmt.Sprintf("human called: %s — %s", d.Reason, strings.Join(d.Actions, ", "))
+	}
+	return ""
+}
+
+func when(cond bool, s string) string {
+	if cond {
+		return s
+	}
+	return ""
+}
+
+// eventLine renders one event as one line: time, PR, type, what it says.
+func eventLine(at time.Time, d events.Data, color bool) string {
+	typ := string(d.EventType())
+	if color {
+		typ = colorFor(d.EventType()) + fmt.Sprintf("%-22s", typ) + "\x1b[0m"
+	} else {
+		typ = fmt.Sprintf("%-22s", typ)
+	}
+	return fmt.Sprintf("%s  %-18s %s %s", at.Local().Format("15:04:05.000"), d.Ref().String(), typ, describe(d))
+}
+
+func colorFor(t events.Type) string {
+	switch t {
+	case events.TypeReviewApproved, events.TypeMerged:
+		return "\x1b[32m" // green
+	case events.TypeFeedbackReceived, events.TypeReviewTimeout:
+		return "\x1b[33m" // yellow
+	case events.TypeEscalationRequested, events.TypeEscalated, events.TypeMergeFailed:
+		return "\x1b[31m" // red
+	case events.TypeFeedbackAddressed, events.TypeMergeQueued:
+		return "\x1b[36m" // cyan
+	}
+	return "\x1b[2m" // dim
+}
+
+// isTerminal reports whether w is a terminal, for colour and progress.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
