@@ -1,9 +1,14 @@
 // Package app runs prloop services: it owns the process lifecycle that every
 // service binary and the all-in-one binary share. Load and validate config,
 // connect to NATS (or embed it), ensure the streams and the state bucket,
-// serve health endpoints, run the services until SIGINT or SIGTERM, then shut
-// down within a bounded grace period: stop consumers, wait for in-flight
-// work, drain NATS.
+// serve health endpoints and metrics, run the services until SIGINT or
+// SIGTERM, then shut down within a bounded grace period: stop consumers,
+// wait for in-flight work, drain NATS.
+//
+// The HTTP server (PRLOOP_HTTP_ADDR) serves /healthz (the process is alive),
+// /readyz (NATS connected, the stream and every service's consumer present,
+// GitHub reachable; 503 with the failed checks otherwise) and /metrics
+// (Prometheus, from the process's one registry, Runtime.Registry).
 package app
 
 import (
@@ -21,10 +26,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/logging"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -50,10 +58,18 @@ type Runtime struct {
 	JS     jetstream.JetStream
 	Store  *state.Store
 	Common config.Common
+	// Registry holds the process's metrics, served on /metrics: the Go and
+	// process collectors, the GitHub clients' and whatever the services
+	// register (package metrics). The all-in-one binary's services share it.
+	Registry *prometheus.Registry
 
-	mu     sync.Mutex
-	checks []check
-	mux    *http.ServeMux
+	ghMetrics *metrics.GitHub
+
+	mu       sync.Mutex
+	checks   []check
+	ghChecks map[string]bool // API URLs with a readiness check
+	mux      *http.ServeMux
+	httpAddr string
 }
 
 type check struct {
@@ -70,6 +86,101 @@ func (rt *Runtime) AddReadyCheck(name string, fn func(ctx context.Context) error
 
 // Handle registers an HTTP handler on the service's HTTP server.
 func (rt *Runtime) Handle(pattern string, h http.Handler) { rt.mux.Handle(pattern, h) }
+
+// GitHubCheckTTL is how long a successful GitHub readiness check is
+// trusted, so that /readyz probes do not each send a request; a failed one
+// is trusted for GitHubCheckRetry.
+const (
+	GitHubCheckTTL   = 30 * time.Second
+	GitHubCheckRetry = 5 * time.Second
+)
+
+// GitHubOptions are the client options for a GitHub client the runtime
+// watches: its log, and its requests counted in the process's metrics.
+func (rt *Runtime) GitHubOptions() github.Options {
+	return github.Options{Logger: rt.Log, Observer: rt.ghMetrics}
+}
+
+// NewGitHub builds a GitHub client from cfg with GitHubOptions, and watches
+// it (WatchGitHub).
+func (rt *Runtime) NewGitHub(ctx context.Context, cfg github.Config) (*github.Client, error) {
+	c, err := github.New(ctx, cfg, rt.GitHubOptions())
+	if err != nil {
+		return nil, err
+	}
+	rt.WatchGitHub(c)
+	return c, nil
+}
+
+// SelfLogin returns prloop's own GitHub login: configured (PRLOOP_GITHUB_LOGIN)
+// when set, else the token's user as GitHub reports it. prloop's own
+// comments and reactions must never count as reviews; when the login cannot
+// be found out the service still starts, with a warning saying what to set.
+func (rt *Runtime) SelfLogin(ctx context.Context, c *github.Client, configured string) string {
+	if configured != "" {
+		return configured
+	}
+	login, err := c.CurrentUser(ctx)
+	if err != nil {
+		rt.Log.Warn("cannot tell prloop's own login; set PRLOOP_GITHUB_LOGIN so its own comments never count as reviews", "err", err)
+		return ""
+	}
+	return login
+}
+
+// WatchGitHub exports c's rate limits and counters on /metrics, and makes
+// /readyz check that GitHub answers c (Client.Ping, a free GET /rate_limit,
+// at most once per GitHubCheckTTL). Clients of the same API share one
+// check: the all-in-one binary has one client per service.
+func (rt *Runtime) WatchGitHub(c *github.Client) {
+	rt.ghMetrics.Watch(c)
+	rt.mu.Lock()
+	if rt.ghChecks == nil {
+		rt.ghChecks = map[string]bool{}
+	}
+	seen := rt.ghChecks[c.BaseURL()]
+	rt.ghChecks[c.BaseURL()] = true
+	rt.mu.Unlock()
+	if !seen {
+		rt.AddReadyCheck("github", CachedCheck(GitHubCheckTTL, GitHubCheckRetry, c.Ping))
+	}
+}
+
+// CachedCheck wraps a readiness check that costs something (a request to
+// GitHub) so that it runs at most once per ok after a success and once per
+// failed after a failure; callers meanwhile get the last result. Concurrent
+// callers wait for the one check in flight.
+func CachedCheck(ok, failed time.Duration, fn func(ctx context.Context) error) func(ctx context.Context) error {
+	var mu sync.Mutex
+	var last error
+	var until time.Time
+	return func(ctx context.Context) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if now := time.Now(); now.Before(until) {
+			return last
+		}
+		err := fn(ctx)
+		switch {
+		case err == nil:
+			until = time.Now().Add(ok)
+		case ctx.Err() != nil:
+			return err // the caller gave up: says nothing about the next one
+		default:
+			until = time.Now().Add(failed)
+		}
+		last = err
+		return last
+	}
+}
+
+// HTTPAddr returns the address the HTTP server listens on (the port picked
+// when PRLOOP_HTTP_ADDR asked for port 0), or "" before Serve started it.
+func (rt *Runtime) HTTPAddr() string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.httpAddr
+}
 
 // ConsumerReady is a readiness check that the durable consumer exists.
 func (rt *Runtime) ConsumerReady(durable string) func(ctx context.Context) error {
@@ -143,7 +254,11 @@ func Start(ctx context.Context, name string, common config.Common, log *slog.Log
 		_ = conn.Close(context.Background())
 		return nil, err
 	}
-	rt := &Runtime{Name: name, Log: log, Conn: conn, JS: conn.JS, Store: store, Common: common, mux: http.NewServeMux()}
+	reg := metrics.NewRegistry()
+	rt := &Runtime{
+		Name: name, Log: log, Conn: conn, JS: conn.JS, Store: store, Common: common, mux: http.NewServeMux(),
+		Registry: reg, ghMetrics: metrics.NewGitHub(reg),
+	}
 	rt.AddReadyCheck("nats", func(context.Context) error {
 		if !conn.NC.IsConnected() {
 			return errors.New("nats not connected")
@@ -229,10 +344,14 @@ func (rt *Runtime) startHTTP(errc chan<- error) (*http.Server, error) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	rt.mux.HandleFunc("GET /readyz", rt.serveReady)
+	rt.mux.Handle("GET /metrics", metrics.Handler(rt.Registry))
 	ln, err := net.Listen("tcp", rt.Common.HTTPAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on PRLOOP_HTTP_ADDR=%s: %w", rt.Common.HTTPAddr, err)
 	}
+	rt.mu.Lock()
+	rt.httpAddr = ln.Addr().String()
+	rt.mu.Unlock()
 	srv := &http.Server{Handler: rt.mux, ReadHeaderTimeout: 10 * time.Second}
 	rt.Log.Info("http server listening", "addr", ln.Addr().String())
 	go func() {

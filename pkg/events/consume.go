@@ -91,6 +91,33 @@ type ConsumerConfig struct {
 	Grace time.Duration
 	// Logger receives one line per failure. Default slog.Default().
 	Logger *slog.Logger
+	// Observer, if set, is told about every delivery and how its handling
+	// ended, so metrics can be attached without this package knowing them.
+	Observer ConsumeObserver
+}
+
+// Outcomes of handling one delivery, as ConsumeObserver.Handled reports them.
+const (
+	// HandledAck: the handler succeeded and the message was acked.
+	HandledAck = "ack"
+	// HandledRetry: the handler failed and the message will be redelivered.
+	HandledRetry = "retry"
+	// HandledDeadLetter: the message went to the dead-letter subject
+	// (permanent error, MaxDeliver reached, or undecodable).
+	HandledDeadLetter = "dead_letter"
+)
+
+// ConsumeObserver is told about each delivery Consume receives. t is empty
+// for a message that did not decode. Implementations must be safe for
+// concurrent use and fast.
+type ConsumeObserver interface {
+	// Delivered is called before the handler runs; delivered counts
+	// deliveries of the message, so more than 1 is a redelivery.
+	Delivered(durable string, t Type, delivered uint64)
+	// Handled is called once the message was acked, nak'ed or
+	// dead-lettered (HandledAck, HandledRetry, HandledDeadLetter), with the
+	// handler's running time.
+	Handled(durable string, t Type, outcome string, d time.Duration)
 }
 
 func (c ConsumerConfig) withDefaults() ConsumerConfig {
@@ -225,15 +252,28 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 	}
 	e, d, err := Decode(raw.Data())
 	if err != nil {
-		deadLetter(ctx, js, c, log, raw, delivered, err)
+		if c.Observer != nil {
+			c.Observer.Delivered(c.Durable, "", delivered)
+		}
+		outcome := deadLetter(ctx, js, c, log, raw, delivered, err)
+		if c.Observer != nil {
+			c.Observer.Handled(c.Durable, "", outcome, 0)
+		}
 		return
 	}
 	log = log.With("pr", d.Ref().String(), "type", e.Type(), "id", e.ID())
+	typ := d.EventType()
+	if c.Observer != nil {
+		c.Observer.Delivered(c.Durable, typ, delivered)
+	}
 
+	start := time.Now()
 	stop := heartbeat(raw, c.AckWait/3)
 	err = h(ctx, &Msg{Event: e, Data: d, Delivered: delivered, Seq: seq, raw: raw})
 	stop()
+	took := time.Since(start)
 
+	outcome := HandledAck
 	switch {
 	case err == nil:
 		// The ack gets its own deadline: the handler's context may already
@@ -244,13 +284,17 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 			log.Warn("ack failed; the event will be redelivered", "err", aerr)
 		}
 	case IsPermanent(err) || delivered >= uint64(c.MaxDeliver):
-		deadLetter(ctx, js, c, log, raw, delivered, err)
+		outcome = deadLetter(ctx, js, c, log, raw, delivered, err)
 	default:
+		outcome = HandledRetry
 		delay := c.Backoff[min(int(delivered), len(c.Backoff))-1]
 		log.Warn("handler failed; will retry", "err", err, "delivered", delivered, "retry_in", delay)
 		if nerr := raw.NakWithDelay(delay); nerr != nil {
 			log.Warn("nak failed; the event will be redelivered after the ack wait", "err", nerr)
 		}
+	}
+	if c.Observer != nil {
+		c.Observer.Handled(c.Durable, typ, outcome, took)
 	}
 }
 
@@ -275,9 +319,10 @@ func heartbeat(m jetstream.Msg, every time.Duration) (stop func()) {
 }
 
 // deadLetter copies the message to prloop.dlq.<consumer> with the reason and
-// terminates it. If the copy cannot be stored, the message is nak'ed instead:
-// it is never dropped without a trace.
-func deadLetter(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, delivered uint64, cause error) {
+// terminates it, and returns HandledDeadLetter. If the copy cannot be
+// stored, the message is nak'ed instead (it is never dropped without a
+// trace) and HandledRetry is returned.
+func deadLetter(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, delivered uint64, cause error) string {
 	m := nats.NewMsg(DLQPrefix + "." + c.Durable)
 	for k, v := range raw.Headers() {
 		// Nats-* headers are publish instructions (message id, expected
@@ -298,12 +343,13 @@ func deadLetter(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.L
 	if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID("dlq:"+id)); err != nil {
 		log.Error("dead-letter publish failed; leaving the message for redelivery", "err", err, "cause", cause)
 		_ = raw.NakWithDelay(c.Backoff[len(c.Backoff)-1])
-		return
+		return HandledRetry
 	}
 	log.Error("event dead-lettered", "subject", raw.Subject(), "dlq", m.Subject, "delivered", delivered, "err", cause)
 	if err := raw.TermWithReason(cause.Error()); err != nil {
 		log.Warn("terminate failed", "err", err)
 	}
+	return HandledDeadLetter
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

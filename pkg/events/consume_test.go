@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -237,4 +238,63 @@ func waitDLQ(t *testing.T, js jetstream.JetStream, durable string) *jetstream.Ra
 		return true
 	}, 15*time.Second, 20*time.Millisecond)
 	return msg
+}
+
+// observed is a ConsumeObserver that records what it is told.
+type observed struct {
+	mu       sync.Mutex
+	delivery []string
+	handled  []string
+}
+
+func (o *observed) Delivered(durable string, t events.Type, delivered uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.delivery = append(o.delivery, fmt.Sprintf("%s %s #%d", durable, t, delivered))
+}
+
+func (o *observed) Handled(durable string, t events.Type, outcome string, d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if d < 0 {
+		outcome += " (negative duration)"
+	}
+	o.handled = append(o.handled, fmt.Sprintf("%s %s %s", durable, t, outcome))
+}
+
+func (o *observed) lists() (delivery, handled []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.delivery...), append([]string(nil), o.handled...)
+}
+
+// TestConsume_ObserverSeesDeliveriesAndOutcomes: a handler that fails once
+// and then succeeds shows as a delivery, a retry, a redelivery and an ack;
+// an undecodable message as a dead letter of no type.
+func TestConsume_ObserverSeesDeliveriesAndOutcomes(t *testing.T) {
+	t.Parallel()
+	conn := natstest.Start(t)
+	_, _, err := events.NewEmitter(conn.JS, "test").Emit(t.Context(), &events.ReviewApproved{Base: events.Base{PR: pr}}, "1")
+	require.NoError(t, err)
+	bad := nats.NewMsg(events.Subject(pr, events.TypeReviewApproved))
+	bad.Data = []byte(`not json`)
+	_, err = conn.JS.PublishMsg(t.Context(), bad)
+	require.NoError(t, err)
+
+	obs := &observed{}
+	var calls atomic.Int32
+	runConsumer(t, conn.JS, events.ConsumerConfig{
+		Durable: "observed", Types: []events.Type{events.TypeReviewApproved},
+		Backoff: []time.Duration{10 * time.Millisecond}, Observer: obs,
+	}, func(context.Context, *events.Msg) error {
+		if calls.Add(1) == 1 {
+			return errors.New("github is down")
+		}
+		return nil
+	})
+	require.Eventually(t, func() bool { _, h := obs.lists(); return len(h) >= 3 }, 10*time.Second, 10*time.Millisecond)
+	delivery, handled := obs.lists()
+	// The undecodable message may come before or after the redelivery.
+	assert.ElementsMatch(t, []string{"observed PRReviewApproved #1", "observed PRReviewApproved #2", "observed  #1"}, delivery)
+	assert.ElementsMatch(t, []string{"observed PRReviewApproved retry", "observed PRReviewApproved ack", "observed  dead_letter"}, handled)
 }

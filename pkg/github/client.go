@@ -269,6 +269,12 @@ func (c *Client) observe(route string, status int, o Outcome) {
 	}
 }
 
+func (c *Client) observeRetry(route string, cause Outcome) {
+	if ro, ok := c.obs.(RetryObserver); ok {
+		ro.OnRetry(route, cause)
+	}
+}
+
 // RateLimits returns the latest rate-limit state per resource ("core",
 // "search" …) seen in response headers. No request is made.
 func (c *Client) RateLimits() map[string]RateLimit {
@@ -329,8 +335,9 @@ func doJSON[T any](ctx context.Context, c *Client, method, u string, body any, i
 		var v T
 		resp, err := c.send(ctx, method, u, body, &v, idempotent)
 		var de *DecodeError
-		if errors.As(err, &de) && method == http.MethodGet && try == 1 {
+		if errors.As(err, &de) && method == http.MethodGet && try == 1 && !onceCall(ctx) {
 			c.retries.Add(1)
+			c.observeRetry(de.Route, OutcomeDecodeError)
 			c.log.Warn("github response did not decode, fetching again", "route", de.Route, "error", de.Err)
 			continue
 		}
@@ -408,6 +415,12 @@ func (c *Client) translate(req *http.Request, err error) error {
 		return c.decodeError(req, err)
 	}
 	return fmt.Errorf("%s %s: %w", method, path, err)
+}
+
+// onceCall reports a call that must not be retried (Ping).
+func onceCall(ctx context.Context) bool {
+	ci, ok := ctx.Value(callInfoKey{}).(*callInfo)
+	return ok && ci.once
 }
 
 func (c *Client) decodeError(req *http.Request, err error) error {

@@ -542,6 +542,18 @@ func (c *Client) RateLimit(ctx context.Context) (*gh.RateLimits, error) {
 	return body.Resources, nil
 }
 
+// Ping checks that GitHub answers and accepts the credentials, with one
+// GET /rate_limit (free against the rate limit) and no retries or waits: a
+// readiness probe wants a prompt answer, and asks again soon anyway.
+func (c *Client) Ping(ctx context.Context) error {
+	ctx, ci := withCall(ctx, true)
+	ci.once = true
+	if _, _, err := doJSON[rateLimitBody](ctx, c, http.MethodGet, "rate_limit", nil, true); err != nil {
+		return fmt.Errorf("ping %s: %w", c.baseURL.Host, err)
+	}
+	return nil
+}
+
 // CurrentUser returns the login the credentials act as (GET /user). With
 // GitHub App installation auth GitHub refuses /user (403); use the App's bot
 // login instead.

@@ -33,6 +33,10 @@ const (
 	OutcomeServerError  Outcome = "server_error" // 5xx
 	OutcomeNetworkError Outcome = "network_error"
 	OutcomeTimeout      Outcome = "timeout" // the attempt hit RequestTimeout
+	// OutcomeDecodeError is a 200 whose body did not decode; it appears
+	// only as the cause of a retry (RetryObserver), the attempt itself
+	// having been observed as OutcomeOK.
+	OutcomeDecodeError Outcome = "decode_error"
 )
 
 // Observer is told about every HTTP attempt (retries included), so metrics can
@@ -40,6 +44,15 @@ const (
 // safe for concurrent use and fast.
 type Observer interface {
 	OnRequest(route string, status int, outcome Outcome)
+}
+
+// RetryObserver is an Observer that also wants to know when a request is
+// sent again, with the outcome of the attempt that made it necessary
+// (server_error, network_error, timeout, rate_limited, decode_error).
+// Observers that do not implement it see the repeated attempts only.
+type RetryObserver interface {
+	Observer
+	OnRetry(route string, cause Outcome)
 }
 
 // RateLimit is the latest X-RateLimit-* state GitHub reported for a resource.
@@ -59,7 +72,9 @@ type callInfo struct {
 	// idempotent: repeating the request cannot act twice, so 5xx, network
 	// errors and timeouts may be retried.
 	idempotent bool
-	attempts   atomic.Int32
+	// once: a single attempt, no retries and no rate-limit waits (Ping).
+	once     bool
+	attempts atomic.Int32
 }
 
 type callInfoKey struct{}
@@ -68,6 +83,9 @@ func withCall(ctx context.Context, idempotent bool) (context.Context, *callInfo)
 	ci := &callInfo{idempotent: idempotent}
 	return context.WithValue(ctx, callInfoKey{}, ci), ci
 }
+
+// rateLimitRoute is GitHub's one request that never counts against a quota.
+const rateLimitRoute = "GET /rate_limit"
 
 // retryTransport is the outermost layer: per-attempt timeouts, retries with
 // backoff, rate-limit waits, rate-limit bookkeeping and counters.
@@ -98,12 +116,20 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	log := c.log.With("route", route, "path", req.URL.Path)
 	retries, waits := 0, 0
+	maxRetries, maxWaits := c.maxRetries, c.maxRateLimitWaits
+	if ci != nil && ci.once {
+		maxRetries, maxWaits = 0, 0
+	}
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 && req.Body != nil && req.Body != http.NoBody && req.GetBody == nil {
 			return nil, fmt.Errorf("%s %s: cannot resend a request whose body cannot be rewound", req.Method, req.URL.Path)
 		}
-		if err := t.waitForPrimary(ctx, req, route, log); err != nil {
-			return nil, err
+		// GET /rate_limit costs nothing, so a spent quota is no reason to
+		// hold it back.
+		if route != rateLimitRoute {
+			if err := t.waitForPrimary(ctx, req, route, log); err != nil {
+				return nil, err
+			}
 		}
 		if ci != nil {
 			ci.attempts.Add(1)
@@ -120,10 +146,11 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 				err = fmt.Errorf("attempt timed out after %s: %w", c.timeout, err)
 			}
 			c.observe(route, 0, outcome)
-			if retries >= c.maxRetries || !(idempotent || notSent(err)) {
+			if retries >= maxRetries || !(idempotent || notSent(err)) {
 				return nil, err
 			}
 			retries++
+			c.observeRetry(route, outcome)
 			d := c.backoff(retries)
 			log.Warn("github request failed, retrying", "error", err, "attempt", attempt, "backoff", d)
 			if err := t.pause(ctx, d); err != nil {
@@ -135,10 +162,10 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		status := resp.StatusCode
 		if rl := t.rateLimited(req, resp); rl != nil {
 			c.observe(route, status, OutcomeRateLimited)
-			if rl.Wait > c.maxWait || waits >= c.maxRateLimitWaits || exceedsDeadline(ctx, c.now(), rl.Wait) {
+			if rl.Wait > c.maxWait || waits >= maxWaits || exceedsDeadline(ctx, c.now(), rl.Wait) {
 				if rl.Wait > c.maxWait {
 					rl.Limit = max(c.maxWait, 0)
-				} else if waits >= c.maxRateLimitWaits {
+				} else if waits >= maxWaits {
 					rl.Limit = 0
 				}
 				log.Warn("github rate limit, giving up", "secondary", rl.Secondary, "wait", rl.Wait, "status", status)
@@ -146,6 +173,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			waits++
 			c.rateLimitWaits.Add(1)
+			c.observeRetry(route, OutcomeRateLimited)
 			log.Warn("github rate limit, waiting", "secondary", rl.Secondary, "wait", rl.Wait, "status", status, "resource", rl.Resource)
 			if err := t.pause(ctx, rl.Wait); err != nil {
 				return nil, err
@@ -159,8 +187,9 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			c.observe(route, http.StatusNotModified, OutcomeNotModified)
 		case status >= 500:
 			c.observe(route, status, OutcomeServerError)
-			if retryableStatus(status) && idempotent && retries < c.maxRetries {
+			if retryableStatus(status) && idempotent && retries < maxRetries {
 				retries++
+				c.observeRetry(route, OutcomeServerError)
 				d := c.backoff(retries)
 				if ra, ok := retryAfter(resp.Header, c.now()); ok && ra > d && ra <= c.maxWait {
 					d = ra

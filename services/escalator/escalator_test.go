@@ -89,6 +89,12 @@ func TestEscalator_OnceUnderRedeliveryAndRestart(t *testing.T) {
 	st, _, err := e.store.Get(t.Context(), e.pr)
 	require.NoError(t, err)
 	assert.Len(t, st.Escalations, 2)
+	assert.Equal(t, 1.0, e.metric("prloop_escalations_total", "reason", "max_fix_cycles", "severity", "blocking"))
+	assert.Equal(t, 1.0, e.metric("prloop_escalations_total", "reason", "review_timeout", "severity", "warning"))
+	assert.Equal(t, 2.0, e.metric("prloop_escalations_total"), "once per PR and reason")
+	deliveries := e.metric("prloop_consumer_deliveries_total", "consumer", "escalator")
+	redeliveries := e.metric("prloop_consumer_redeliveries_total", "consumer", "escalator")
+	assert.Equal(t, 4.0, deliveries-redeliveries, "four requests, each delivered once more per redelivery (a claim held by the other replica)")
 }
 
 // TestEscalator_CommentFromBeforeACrashIsNotRepeated: a comment with the
@@ -131,6 +137,8 @@ func TestEscalator_WebhookDownStillLabelsAndComments(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{escalator.DefaultLabel}, info.Labels)
 	assert.Equal(t, 1, e.escalationComments(events.ReasonChecksFailed))
+	assert.Equal(t, 1.0, e.metric("prloop_escalation_webhook_deliveries_total", "result", "failed"))
+	assert.Zero(t, e.metric("prloop_escalation_webhook_deliveries_total", "result", "ok"))
 }
 
 // TestEscalator_WebhookRetriesAfter500: a webhook answering 500 once gets
@@ -165,6 +173,8 @@ func TestEscalator_WebhookRetriesAfter500(t *testing.T) {
 
 	esc := e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor).Data.(*events.Escalated)
 	assert.Equal(t, []string{"label", "comment", "mention", "webhook"}, esc.Actions)
+	assert.Equal(t, 1.0, e.metric("prloop_escalation_webhook_deliveries_total", "result", "ok"), "one delivery, retried inside")
+	assert.Zero(t, e.metric("prloop_escalation_webhook_deliveries_total", "result", "failed"))
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, bodies, 2, "one failed attempt, one retry")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/app/apptest"
@@ -14,6 +15,8 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
+	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/metrics/metricstest"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/state"
@@ -34,6 +37,8 @@ type env struct {
 	pr    ghref.PR
 	head  string
 	emit  *events.Emitter
+	// reg holds the metrics of every replica.
+	reg *prometheus.Registry
 }
 
 func newEnv(t *testing.T) *env {
@@ -50,7 +55,7 @@ func newEnv(t *testing.T) *env {
 	require.NoError(t, err)
 	return &env{
 		t: t, World: w, sim: w.Sim, conn: conn, store: store, rec: eventstest.Record(t, conn.JS),
-		pr: pr, head: head, emit: events.NewEmitter(conn.JS, "test"),
+		pr: pr, head: head, emit: events.NewEmitter(conn.JS, "test"), reg: metrics.NewRegistry(),
 	}
 }
 
@@ -77,7 +82,7 @@ func (e *env) start(cfg escalator.Config) (stop func()) {
 	require.NoError(e.t, err)
 	return apptest.Run(e.t, escalator.New(cfg, escalator.Deps{
 		GitHub: e.Client(e.t), JS: conn.JS, Store: store, Claims: claims, Webhook: escalator.WebhookOf(cfg),
-		Log: slog.New(slog.DiscardHandler),
+		Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewEscalator(e.reg),
 	}))
 }
 
@@ -94,6 +99,11 @@ func (e *env) request(reason events.Reason, id string, mut ...func(*events.Escal
 	}
 	_, _, err := e.emit.Emit(e.t.Context(), d, string(reason), id)
 	require.NoError(e.t, err)
+}
+
+// metric reads a metric of the replicas (see metricstest.Value).
+func (e *env) metric(name string, labels ...string) float64 {
+	return metricstest.Value(e.reg, name, labels...)
 }
 
 // comments returns the bodies of the PR's conversation comments.

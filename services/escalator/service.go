@@ -38,6 +38,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/state"
 )
 
@@ -89,6 +90,9 @@ type Deps struct {
 	Holder string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Metrics counts escalations, webhook deliveries and deliveries of
+	// events; default metrics registered nowhere.
+	Metrics *metrics.Escalator
 }
 
 // Service is the escalator.
@@ -112,6 +116,9 @@ func New(cfg Config, d Deps) *Service {
 	if cfg.Label == "" {
 		cfg.Label = DefaultLabel
 	}
+	if d.Metrics == nil {
+		d.Metrics = metrics.NewEscalator(nil)
+	}
 	return &Service{cfg: cfg, d: d, emit: events.NewEmitter(d.JS, Name), log: d.Log}
 }
 
@@ -131,7 +138,7 @@ func EnsureClaims(ctx context.Context, js kvlease.BucketManager, replicas int) (
 // FromRuntime builds the escalator for a process: the GitHub client from
 // cfg, the claims bucket, the webhook and the readiness check.
 func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, error) {
-	client, err := github.New(ctx, cfg.Config, github.Options{Logger: rt.Log})
+	client, err := rt.NewGitHub(ctx, cfg.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -142,13 +149,16 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
 	return New(cfg, Deps{
 		GitHub: client, JS: rt.JS, Store: rt.Store, Claims: claims, Webhook: WebhookOf(cfg), Log: rt.Log.With("component", Name),
+		Metrics: metrics.NewEscalator(rt.Registry),
 	}), nil
 }
 
 // Run consumes escalation requests until ctx is done.
 func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("escalator started", "label", s.cfg.Label, "mentions", s.cfg.Mentions, "webhook", s.d.Webhook != nil)
-	return events.Consume(ctx, s.d.JS, events.ConsumerConfig{Durable: Name, Types: Types, Logger: s.log, Concurrency: 2}, s.handle)
+	return events.Consume(ctx, s.d.JS, events.ConsumerConfig{
+		Durable: Name, Types: Types, Logger: s.log, Concurrency: 2, Observer: s.d.Metrics.Consumer,
+	}, s.handle)
 }
 
 // handle adapts a consumed event to Escalate.
@@ -222,7 +232,11 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	}
 	detail := ""
 	if s.d.Webhook != nil {
-		if err := s.d.Webhook.Post(lctx, claimKey(r), PayloadOf(r, opts, actions)); err != nil {
+		err := s.d.Webhook.Post(lctx, claimKey(r), PayloadOf(r, opts, actions))
+		if lctx.Err() == nil {
+			s.d.Metrics.Webhook(err)
+		}
+		if err != nil {
 			log.Warn("escalation webhook failed; the label and comment stand", "err", err)
 			detail = "webhook failed: " + err.Error()
 		} else {
@@ -247,6 +261,7 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	}); err != nil {
 		return err
 	}
+	s.d.Metrics.Escalated(r.Reason, r.Severity)
 	log.Info("escalated", "actions", actions, "comment_posted", posted)
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -54,6 +55,24 @@ type Result struct {
 // success or not, ends in a Result and a record that makes a redelivery
 // harmless.
 func (s *Service) Address(ctx context.Context, req Request) (Result, error) {
+	start := time.Now()
+	res, err := s.address(ctx, req)
+	s.d.Metrics.Attempt(attemptOutcome(res, err), time.Since(start))
+	return res, err
+}
+
+// attemptOutcome labels an attempt for prloop_feedback_attempts_total.
+func attemptOutcome(res Result, err error) string {
+	switch {
+	case errors.Is(err, kvlease.ErrHeld):
+		return metrics.FeedbackBusy
+	case err != nil:
+		return metrics.FeedbackError
+	}
+	return string(res.Outcome)
+}
+
+func (s *Service) address(ctx context.Context, req Request) (Result, error) {
 	log := s.d.Log.With("pr", req.PR.String(), "head", short(req.HeadSHA), "fix_cycle", req.FixCycle)
 	if !shaRE.MatchString(req.HeadSHA) {
 		log.Warn("change request without a usable head SHA; ignored")
@@ -219,6 +238,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			return Result{}, context.Cause(ctx)
 		}
 		res, err := a.verify(ctx, agentErr == nil)
+		s.d.Metrics.AgentRun(agentResult(agentErr, err))
 		switch {
 		case err == nil:
 			if agentErr != nil {
@@ -244,6 +264,25 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		lastErr = errors.New("no agent run left (PRLOOP_AGENT_ATTEMPTS)")
 	}
 	return a.escalate(ctx, events.ReasonFeedbackFailed, lastErr.Error(), "")
+}
+
+// agentResult labels an agent run for prloop_feedback_agent_runs_total,
+// from its own error and the verification of its work, in the order fix
+// weighs them.
+func agentResult(agentErr, verifyErr error) string {
+	switch {
+	case verifyErr == nil:
+		return metrics.AgentFixed
+	case errors.Is(verifyErr, ErrRewritten):
+		return metrics.AgentRewritten
+	case agentErr != nil:
+		return metrics.AgentFailed
+	case errors.Is(verifyErr, ErrNoChange):
+		return metrics.AgentNoChange
+	case errors.Is(verifyErr, ErrGit):
+		return metrics.AgentGitError
+	}
+	return metrics.AgentError
 }
 
 // setup prepares the credentials-free environment and the worktree: the

@@ -82,6 +82,15 @@ func TestFeedback_AgentCommitsAndPushes(t *testing.T) {
 	runs, _ = e.runs()
 	assert.Len(t, runs, 1)
 	assert.Zero(t, e.rec.Count(e.pr, events.TypeEscalationRequested))
+	assert.Equal(t, 1.0, e.metric("prloop_feedback_attempts_total", "outcome", "addressed"))
+	assert.Equal(t, 1.0, e.metric("prloop_feedback_attempt_duration_seconds", "outcome", "addressed"), "one duration observed")
+	assert.Equal(t, 1.0, e.metric("prloop_feedback_attempts_total", "outcome", "duplicate"), "the redelivery")
+	assert.Equal(t, 2.0, e.metric("prloop_feedback_attempts_total"), "nothing else")
+	assert.Equal(t, 1.0, e.metric("prloop_feedback_agent_runs_total", "result", "fixed"))
+	assert.Equal(t, 1.0, e.metric("prloop_feedback_agent_runs_total"))
+	require.Eventually(t, func() bool {
+		return e.metric("prloop_consumer_handled_total", "consumer", "feedback", "type", "PRFeedbackReceived", "outcome", "ack") == 2
+	}, waitFor, 10*time.Millisecond, "both deliveries acked")
 
 	hits, sawAgent := scan()
 	assert.Positive(t, sawAgent, "the scan saw the agent's command line while it ran")
@@ -131,6 +140,10 @@ func TestFeedback_AgentChangesNothing_Escalates(t *testing.T) {
 	assert.Len(t, runs, 3, "PRLOOP_AGENT_ATTEMPTS runs in total")
 	assert.Zero(t, e.rec.Count(e.pr, events.TypeFeedbackAddressed))
 	assert.Empty(t, e.bareLog("feature/x", e.head), "nothing pushed")
+	assert.Equal(t, 3.0, e.metric("prloop_feedback_agent_runs_total", "result", "no_change"))
+	require.Eventually(t, func() bool { return e.metric("prloop_feedback_attempts_total", "outcome", "escalated") == 1 },
+		waitFor, 10*time.Millisecond)
+	assert.Zero(t, e.metric("prloop_feedback_attempts_total", "outcome", "addressed"))
 }
 
 // TestFeedback_AgentTimeout_KillsProcessGroup: a hanging agent is killed at

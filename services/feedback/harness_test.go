@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/app/apptest"
@@ -24,6 +25,8 @@ import (
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/metrics/metricstest"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/proctest"
@@ -62,6 +65,8 @@ type env struct {
 	gitBin  string
 	gitLog  string
 	logs    *proctest.Buffer
+	// reg holds the metrics of every instance, as one process's would.
+	reg *prometheus.Registry
 }
 
 func newEnv(t *testing.T) *env {
@@ -84,7 +89,7 @@ func newEnv(t *testing.T) *env {
 	e := &env{
 		t: t, conn: conn, sim: sim, client: w.Client(t), store: store, rec: eventstest.Record(t, conn.JS),
 		emit: events.NewEmitter(conn.JS, "test"), repo: repo, pr: pr, head: head,
-		records: t.TempDir(), logs: &proctest.Buffer{},
+		records: t.TempDir(), logs: &proctest.Buffer{}, reg: metrics.NewRegistry(),
 	}
 	e.gitBin, e.gitLog = gitWrapper(t)
 	e.seedState(pr, head)
@@ -195,7 +200,7 @@ func (e *env) start(name string, cfg feedback.Config) *instance {
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", name)
 	svc, err := feedback.New(cfg, feedback.Deps{
 		GitHub: e.client, Store: store, JS: conn.JS, KV: kv, Log: log, Holder: name,
-		Self: "prloop-bot", Now: e.sim.Now, GitBin: e.gitBin,
+		Self: "prloop-bot", Now: e.sim.Now, GitBin: e.gitBin, Metrics: metrics.NewFeedback(e.reg),
 		Environ: func() []string { return append(append(os.Environ(), secretEnv()...), "INSTANCE="+name) },
 	})
 	require.NoError(e.t, err)
@@ -316,6 +321,11 @@ func (e *env) assertNoOverlap() {
 			require.True(e.t, !b.start.Before(a.end), "run %d on %s (%s) started before run %d ended", b.pid, b.pr, b.instance, a.pid)
 		}
 	}
+}
+
+// metric reads a metric of the instances (see metricstest.Value).
+func (e *env) metric(name string, labels ...string) float64 {
+	return metricstest.Value(e.reg, name, labels...)
 }
 
 // consumerSettled waits until the feedback consumer has nothing pending or

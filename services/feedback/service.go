@@ -36,6 +36,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -86,6 +87,9 @@ type Deps struct {
 	Environ func() []string
 	// GitBin is the git executable; default "git".
 	GitBin string
+	// Metrics counts attempts, agent runs and deliveries; default metrics
+	// registered nowhere.
+	Metrics *metrics.Feedback
 }
 
 // Service is the feedback service.
@@ -121,6 +125,9 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Holder == "" {
 		d.Holder = kvlease.HolderID()
 	}
+	if d.Metrics == nil {
+		d.Metrics = metrics.NewFeedback(nil)
+	}
 	tmpl, err := loadTemplate(cfg.PromptTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("PRLOOP_PROMPT_TEMPLATE: %w", err)
@@ -155,23 +162,18 @@ func New(cfg Config, d Deps) (*Service, error) {
 // FromRuntime builds the service for a process: the GitHub client from
 // cfg, prloop's own login, and the service's bucket.
 func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, error) {
-	client, err := github.New(ctx, cfg.Config, github.Options{Logger: rt.Log})
+	client, err := rt.NewGitHub(ctx, cfg.Config)
 	if err != nil {
 		return nil, err
 	}
-	self := cfg.GitHubLogin
-	if self == "" {
-		if self, err = client.CurrentUser(ctx); err != nil {
-			rt.Log.Warn("cannot tell prloop's own login; set PRLOOP_GITHUB_LOGIN so its own comments never count as reviews", "err", err)
-		}
-	}
+	self := rt.SelfLogin(ctx, client, cfg.GitHubLogin)
 	kv, err := OpenBucket(ctx, rt.JS, cfg.StreamReplicas)
 	if err != nil {
 		return nil, err
 	}
 	s, err := New(cfg, Deps{
 		GitHub: client, Store: rt.Store, JS: rt.JS, KV: kv,
-		Log: rt.Log.With("component", Name), Self: self,
+		Log: rt.Log.With("component", Name), Self: self, Metrics: metrics.NewFeedback(rt.Registry),
 	})
 	if err != nil {
 		return nil, err
@@ -192,7 +194,7 @@ func (s *Service) Run(ctx context.Context) error {
 	return events.Consume(ctx, s.d.JS, events.ConsumerConfig{
 		Durable: Name, Types: Types, Concurrency: s.cfg.Concurrency,
 		AckWait: s.cfg.AckWait, MaxDeliver: s.cfg.MaxDeliver, Backoff: s.cfg.RetryBackoff,
-		Grace: grace, Logger: s.d.Log,
+		Grace: grace, Logger: s.d.Log, Observer: s.d.Metrics.Consumer,
 	}, s.handle)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/app/apptest"
@@ -16,6 +17,8 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
+	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/metrics/metricstest"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/state"
@@ -37,6 +40,8 @@ type env struct {
 	rec   *eventstest.Recorder
 	repo  ghref.Repo
 	emit  *events.Emitter
+	// reg holds the metrics of every replica.
+	reg *prometheus.Registry
 }
 
 func newEnv(t *testing.T) *env {
@@ -50,6 +55,7 @@ func newEnv(t *testing.T) *env {
 	return &env{
 		t: t, World: w, sim: w.Sim, conn: conn, store: store, kv: kv,
 		rec: eventstest.Record(t, conn.JS), repo: w.Repo, emit: events.NewEmitter(conn.JS, "test"),
+		reg: metrics.NewRegistry(),
 	}
 }
 
@@ -80,6 +86,7 @@ func (e *env) start(cfg merger.Config, holder string, gh ...merger.GitHub) (stop
 	}
 	return apptest.Run(e.t, merger.New(cfg, merger.Deps{
 		GitHub: client, JS: conn.JS, Queue: kv, Store: store, Log: slog.New(slog.DiscardHandler), Holder: holder,
+		Metrics: metrics.NewMerger(e.reg),
 	}))
 }
 
@@ -128,6 +135,11 @@ func (e *env) waitQueueEmpty() {
 		info, err := c.Info(e.t.Context())
 		return err == nil && info.NumPending == 0 && info.NumAckPending == 0 && len(e.queued()) == 0
 	}, waitFor, 10*time.Millisecond, "merge queue never emptied: %v", e.queued())
+}
+
+// metric reads a metric of the replicas (see metricstest.Value).
+func (e *env) metric(name string, labels ...string) float64 {
+	return metricstest.Value(e.reg, name, labels...)
 }
 
 // git runs git against the sim's bare repository.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/state"
 )
 
@@ -32,7 +33,7 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		p, err := s.d.GitHub.GetPull(ctx, st.PR)
 		if errors.Is(err, github.ErrNotFound) {
 			log.Warn("queued PR not found on GitHub; dropping it")
-			return s.q.remove(ctx, st)
+			return s.left(ctx, st, metrics.MergeDropped)
 		}
 		if err != nil {
 			return s.retryLater(ctx, &st, err, log)
@@ -70,10 +71,10 @@ func (s *Service) process(ctx context.Context, st stored) error {
 				return s.merged(ctx, st, p, p.GetMergeCommitSHA(), log)
 			}
 			log.Info("merged outside prloop; leaving the merge queue")
-			return s.q.remove(ctx, st)
+			return s.left(ctx, st, metrics.MergeMergedElsewhere)
 		case ActDrop:
 			log.Info("leaving the merge queue without merging", "why", d.Why)
-			return s.q.remove(ctx, st)
+			return s.left(ctx, st, metrics.MergeDropped)
 		case ActFail:
 			return s.fail(ctx, st, d.Reason, d.Why, log)
 		case ActUpdate:
@@ -273,7 +274,7 @@ func (s *Service) merged(ctx context.Context, st stored, p *gh.PullRequest, merg
 	if s.cfg.DeleteBranch {
 		s.deleteHead(ctx, st, p, log)
 	}
-	return s.q.remove(ctx, st)
+	return s.left(ctx, st, metrics.MergeMerged)
 }
 
 // deleteHead deletes a merged PR's head branch when it lives in the base
@@ -303,7 +304,7 @@ func (s *Service) dryRunMerged(ctx context.Context, st stored, log *slog.Logger)
 		return err
 	}
 	log.Info("dry run: published what the merge would be; nothing changed on GitHub")
-	return s.q.remove(ctx, st)
+	return s.left(ctx, st, metrics.MergeDryRun)
 }
 
 // fail gives up on the entry: it asks for a human (reason and why) and
@@ -322,7 +323,17 @@ func (s *Service) fail(ctx context.Context, st stored, reason events.Reason, why
 		return err
 	}
 	log.Warn("merge failed; a human is needed", "reason", reason, "why", why, "dry_run", s.cfg.DryRun)
-	return s.q.remove(ctx, st)
+	return s.left(ctx, st, metrics.MergeFailed)
+}
+
+// left removes the entry from its queue and counts how it left: once per
+// entry, since a resumed entry that already left is no longer listed.
+func (s *Service) left(ctx context.Context, st stored, result string) error {
+	if err := s.q.remove(ctx, st); err != nil {
+		return err
+	}
+	s.d.Metrics.Result(result)
+	return nil
 }
 
 // retryLater records a transient error and delays the entry (and with it

@@ -41,6 +41,8 @@ func TestMerger_TwoPRsMergeInArrivalOrder(t *testing.T) {
 	assert.Equal(t, 2, q2.Position, "PR 2 queues behind PR 1")
 
 	// PR 1 holds the base while its check is pending; PR 2 waits its turn.
+	depth := func() float64 { return e.metric("prloop_merge_queue_depth", "repo", "acme/widgets", "base", "main") }
+	require.Eventually(t, func() bool { return depth() == 2 }, waitFor, 5*time.Millisecond, "depth %v", depth())
 	polls := e.routeCount(routeStatus)
 	require.Eventually(t, func() bool { return e.routeCount(routeStatus) >= polls+5 }, waitFor, 5*time.Millisecond)
 	assert.Zero(t, e.routeCount(routeMerge), "nothing merges while the first PR's check is pending")
@@ -57,6 +59,9 @@ func TestMerger_TwoPRsMergeInArrivalOrder(t *testing.T) {
 	assert.Equal(t, 1, e.routeCount(routeUpdateBranch))
 	assert.Equal(t, 2, e.routeCount(routeMerge))
 	e.waitQueueEmpty()
+	require.Eventually(t, func() bool { return depth() == 0 }, waitFor, 5*time.Millisecond, "depth %v", depth())
+	require.Eventually(t, func() bool { return e.metric("prloop_merge_results_total", "result", "merged") == 2 }, waitFor, 5*time.Millisecond)
+	assert.Equal(t, 2.0, e.metric("prloop_merge_results_total"), "no other result")
 
 	st, _, err := e.store.Get(t.Context(), pr2)
 	require.NoError(t, err)
@@ -188,6 +193,8 @@ func TestMerger_FailingChecksEscalate(t *testing.T) {
 	assert.False(t, info.Merged)
 	assert.Zero(t, e.routeCount(routeMerge))
 	assert.Zero(t, e.rec.Count(pr, events.TypeMerged))
+	require.Eventually(t, func() bool { return e.metric("prloop_merge_results_total", "result", "failed") == 1 }, waitFor, 5*time.Millisecond)
+	assert.Zero(t, e.metric("prloop_merge_results_total", "result", "merged"))
 }
 
 // TestMerger_ConflictEscalates: two PRs change the same line; the first

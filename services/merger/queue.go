@@ -16,6 +16,7 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/metrics"
 )
 
 // Bucket is the KV bucket holding the merge queues and their locks.
@@ -153,19 +154,44 @@ func (q queue) list(ctx context.Context, qid string) ([]stored, error) {
 	return out, nil
 }
 
-// queues returns the ids of the queues that hold entries.
-func (q queue) queues(ctx context.Context) ([]string, error) {
+// queues returns the ids of the queues that hold entries, and how many
+// each holds.
+func (q queue) queues(ctx context.Context) ([]string, map[string]int, error) {
 	keys, err := q.keys(ctx, "q.>")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []string
+	depth := map[string]int{}
 	for _, k := range keys {
-		if id, ok := queueOfKey(k); ok && !slices.Contains(out, id) {
+		id, ok := queueOfKey(k)
+		if !ok {
+			continue
+		}
+		if depth[id] == 0 {
 			out = append(out, id)
 		}
+		depth[id]++
 	}
-	return out, nil
+	return out, depth, nil
+}
+
+// queueName turns a queue id back into the repository ("owner/name") and
+// base branch it names, case-folded as in keys.
+func queueName(qid string) (metrics.Queue, bool) {
+	parts := strings.Split(qid, ".")
+	if len(parts) != 3 {
+		return metrics.Queue{}, false
+	}
+	var names [3]string
+	for i, p := range parts {
+		n, err := events.DecodeToken(p)
+		if err != nil {
+			return metrics.Queue{}, false
+		}
+		names[i] = n
+	}
+	return metrics.Queue{Repo: names[0] + "/" + names[1], Base: names[2]}, true
 }
 
 func (q queue) keys(ctx context.Context, filter string) ([]string, error) {

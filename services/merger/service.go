@@ -42,6 +42,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/state"
 )
 
@@ -87,6 +88,9 @@ type Deps struct {
 	GitToken github.Secret
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Metrics records queue depths, merge results and deliveries; default
+	// metrics registered nowhere.
+	Metrics *metrics.Merger
 }
 
 // Service is the merger.
@@ -116,6 +120,9 @@ func New(cfg Config, d Deps) *Service {
 	if d.Holder == "" {
 		d.Holder = kvlease.HolderID()
 	}
+	if d.Metrics == nil {
+		d.Metrics = metrics.NewMerger(nil)
+	}
 	return &Service{
 		cfg: cfg, d: d, q: queue{kv: d.Queue}, emit: events.NewEmitter(d.JS, Name), log: d.Log,
 		kick: make(chan struct{}, 1), active: map[string]bool{},
@@ -125,7 +132,7 @@ func New(cfg Config, d Deps) *Service {
 // FromRuntime builds the merger for a process: the GitHub client from cfg,
 // the queue bucket and the readiness check.
 func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, error) {
-	client, err := github.New(ctx, cfg.Config, github.Options{Logger: rt.Log})
+	client, err := rt.NewGitHub(ctx, cfg.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -144,6 +151,7 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
 	return New(cfg, Deps{
 		GitHub: client, JS: rt.JS, Queue: kv, Store: rt.Store, Log: rt.Log.With("component", Name), GitToken: tok,
+		Metrics: metrics.NewMerger(rt.Registry),
 	}), nil
 }
 
@@ -159,7 +167,7 @@ func (s *Service) Run(ctx context.Context) error {
 		s.work(ctx)
 	}()
 	err := events.Consume(ctx, s.d.JS, events.ConsumerConfig{
-		Durable: Name, Types: Types, Logger: s.log, Concurrency: 1, MaxAckPending: 1,
+		Durable: Name, Types: Types, Logger: s.log, Concurrency: 1, MaxAckPending: 1, Observer: s.d.Metrics.Consumer,
 	}, s.handle)
 	s.wg.Wait()
 	return err
@@ -281,10 +289,17 @@ func (s *Service) work(ctx context.Context) {
 // scan starts draining every queue that has a ready entry and whose lock
 // this replica can take.
 func (s *Service) scan(ctx context.Context) error {
-	ids, err := s.q.queues(ctx)
+	ids, depth, err := s.q.queues(ctx)
 	if err != nil {
 		return err
 	}
+	depths := make(map[metrics.Queue]int, len(depth))
+	for id, n := range depth {
+		if name, ok := queueName(id); ok {
+			depths[name] += n
+		}
+	}
+	s.d.Metrics.QueueDepths(depths)
 	for _, id := range ids {
 		s.mu.Lock()
 		busy := s.active[id]

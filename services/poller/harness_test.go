@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
@@ -15,6 +16,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/review"
@@ -40,6 +42,8 @@ type env struct {
 	repo   ghref.Repo
 	pr     ghref.PR
 	emit   *events.Emitter
+	// reg holds the metrics of the pollers the test starts.
+	reg *prometheus.Registry
 
 	stop func()
 }
@@ -77,6 +81,7 @@ func newEnv(t *testing.T) *env {
 	return &env{
 		t: t, conn: conn, sim: sim, srv: srv, client: client, store: store,
 		rec: eventstest.Record(t, conn.JS), repo: repo, pr: pr, emit: events.NewEmitter(conn.JS, "test"),
+		reg: metrics.NewRegistry(),
 	}
 }
 
@@ -106,7 +111,7 @@ func (e *env) start(cfg poller.Config) *poller.Service {
 	e.t.Helper()
 	s := poller.New(cfg, poller.Deps{
 		GitHub: e.client, Store: e.store, JS: e.conn.JS, Log: quiet(), Self: "prloop-bot",
-		Merged: poller.MergedByPrloop(e.conn.JS), Now: e.sim.Now,
+		Merged: poller.MergedByPrloop(e.conn.JS), Now: e.sim.Now, Metrics: metrics.NewPoller(e.reg),
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

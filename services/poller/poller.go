@@ -29,6 +29,7 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -90,6 +91,9 @@ type Deps struct {
 	// NewPRs, when set, reports PRs other replicas started watching (keys
 	// appearing in the state bucket).
 	NewPRs func(ctx context.Context, found func(ghref.PR)) error
+	// Metrics counts probes, evaluations, transitions and deliveries;
+	// default metrics registered nowhere.
+	Metrics *metrics.Poller
 }
 
 // KickBus carries kicks between poller replicas. Kicks only hurry an
@@ -150,6 +154,9 @@ func New(cfg Config, d Deps) *Service {
 	}
 	if d.Log == nil {
 		d.Log = slog.Default()
+	}
+	if d.Metrics == nil {
+		d.Metrics = metrics.NewPoller(nil)
 	}
 	s := &Service{
 		cfg:    cfg,
@@ -217,7 +224,9 @@ func (s *Service) Run(ctx context.Context) error {
 		}()
 	}
 
-	err = events.Consume(ctx, s.d.JS, events.ConsumerConfig{Durable: Name, Types: Types, Logger: s.d.Log, Concurrency: 2}, s.handle)
+	err = events.Consume(ctx, s.d.JS, events.ConsumerConfig{
+		Durable: Name, Types: Types, Logger: s.d.Log, Concurrency: 2, Observer: s.d.Metrics.Consumer,
+	}, s.handle)
 	s.wg.Wait()
 	return err
 }
@@ -380,7 +389,12 @@ func (s *Service) loop(ctx context.Context, rw *repoWatch) {
 			rw.mu.Unlock()
 			for _, n := range nums {
 				pr := rw.repo.PR(n)
-				if err := s.evaluateFetched(ctx, rw, pr, log.With("pr", pr.String())); err != nil && ctx.Err() == nil {
+				err := s.evaluateFetched(ctx, rw, pr, log.With("pr", pr.String()))
+				if ctx.Err() != nil {
+					continue
+				}
+				s.d.Metrics.Evaluation(metrics.TriggerKick, err)
+				if err != nil {
 					log.Warn("evaluation failed", "pr", pr.String(), "err", err)
 				}
 			}

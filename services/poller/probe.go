@@ -15,6 +15,7 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -30,12 +31,19 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 	pulls, pv, err := s.d.GitHub.ListPullSummariesIfChanged(ctx, rw.repo, "open", rw.pullsVersion)
 	if err != nil {
 		release()
+		s.probed(ctx, metrics.ProbeError)
 		return fmt.Errorf("probe pulls of %s: %w", rw.repo, err)
 	}
 	issues, iv, err := s.d.GitHub.ListIssueSummariesIfChanged(ctx, rw.repo, github.IssueListOptions{State: "open"}, rw.issuesVersion)
 	release()
 	if err != nil {
+		s.probed(ctx, metrics.ProbeError)
 		return fmt.Errorf("probe issues of %s: %w", rw.repo, err)
+	}
+	if pulls == nil && issues == nil {
+		s.probed(ctx, metrics.ProbeUnchanged)
+	} else {
+		s.probed(ctx, metrics.ProbeChanged)
 	}
 	// Unchanged lists come back without items; the compact snapshots of the
 	// last change stand.
@@ -98,6 +106,9 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 			}
 		case !known || memo.Closed || memo.Fingerprint != fingerprint(p, isp):
 			err = s.evaluate(ctx, rw, pr, p, isp, plog)
+			if ctx.Err() == nil {
+				s.d.Metrics.Evaluation(metrics.TriggerProbe, err)
+			}
 		default:
 			err = s.checkTimeout(ctx, rw, pr, plog)
 		}
@@ -106,6 +117,13 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 		}
 	}
 	return nil
+}
+
+// probed counts a probe, unless it was cut short by shutdown.
+func (s *Service) probed(ctx context.Context, result string) {
+	if ctx.Err() == nil {
+		s.d.Metrics.Probe(result)
+	}
 }
 
 // wanted applies the auto-discovery filters.
@@ -311,6 +329,7 @@ func (s *Service) apply(ctx context.Context, rw *repoWatch, pr ghref.PR, log *sl
 			}
 			dec.Next.LastEventID, dec.Next.LastEventType, dec.Next.LastEventAt = ev.ID(), events.Type(ev.Type()), ev.Time()
 			if !dup {
+				s.d.Metrics.Transition(events.Type(ev.Type()))
 				log.Info("published", "type", ev.Type(), "id", ev.ID(), "head", short(dec.Next.HeadSHA))
 			}
 		}

@@ -12,23 +12,18 @@ import (
 	"github.com/prloop/prloop/pkg/app"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
-	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/state"
 )
 
 // FromRuntime builds the poller for a process: the GitHub client from cfg,
 // prloop's own login, the state store and the webhook route.
 func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, error) {
-	client, err := github.New(ctx, cfg.Config, github.Options{Logger: rt.Log})
+	client, err := rt.NewGitHub(ctx, cfg.Config)
 	if err != nil {
 		return nil, err
 	}
-	self := cfg.GitHubLogin
-	if self == "" {
-		if self, err = client.CurrentUser(ctx); err != nil {
-			rt.Log.Warn("cannot tell prloop's own login; set PRLOOP_GITHUB_LOGIN so its own comments never count as reviews", "err", err)
-		}
-	}
+	self := rt.SelfLogin(ctx, client, cfg.GitHubLogin)
 	js := rt.JS
 	log := rt.Log.With("component", Name)
 	leases, err := EnsureLeases(ctx, js, cfg.StreamReplicas)
@@ -41,10 +36,11 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	}
 	s := New(cfg, Deps{
 		GitHub: client, Store: rt.Store, JS: js, Log: log, Self: self,
-		Merged: MergedByPrloop(js),
-		Shard:  NewSharder(leases, leaseTTL(cfg.PollInterval), log),
-		Kicks:  natsKicks{nc: rt.Conn.NC},
-		NewPRs: WatchNewPRs(prs),
+		Merged:  MergedByPrloop(js),
+		Shard:   NewSharder(leases, leaseTTL(cfg.PollInterval), log),
+		Kicks:   natsKicks{nc: rt.Conn.NC},
+		NewPRs:  WatchNewPRs(prs),
+		Metrics: metrics.NewPoller(rt.Registry),
 	})
 	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
 	if cfg.WebhookSecret != "" {
