@@ -306,11 +306,13 @@ func activity(ctx context.Context, w *world, lifecycles int, interval time.Durat
 	errc := make(chan error, lifecycles)
 	for i, idx := range picked {
 		pr := w.prs[idx]
+		// Spread the lifecycles over a few intervals (drawn here: rng is
+		// not safe for concurrent use).
+		startIn := time.Duration(rng.Int64N(int64(interval)*3)) + time.Duration(i)*time.Millisecond
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Spread the lifecycles over a few intervals.
-			time.Sleep(time.Duration(rng.Int64N(int64(interval)*3)) + time.Duration(i)*time.Millisecond)
+			time.Sleep(startIn) // the bench's schedule of reviewer actions
 			steps := []struct {
 				do   func() error
 				want events.Type
@@ -329,7 +331,8 @@ func activity(ctx context.Context, w *world, lifecycles int, interval time.Durat
 				{func() error { _, err := w.sim.AddReaction(pr, "alice", "+1"); return err }, events.TypeReviewApproved},
 			}
 			for _, st := range steps {
-				// A random moment within the next interval.
+				// A random moment within the next interval, at least a second
+				// on: GitHub's timestamps have whole seconds.
 				time.Sleep(time.Duration(rand.Int64N(int64(interval))) + time.Second)
 				t0 := time.Now()
 				if err := st.do(); err != nil {
@@ -490,10 +493,11 @@ func printTable(o options, realInterval time.Duration, rs []result) {
 		nv, ratio := "—", "—"
 		if haveNaive {
 			nv = fmt.Sprintf(format, f(n))
-			if f(p) > 0 {
+			switch {
+			case f(p) > 0 && f(n) > 0:
 				ratio = fmt.Sprintf("%.1fx", f(n)/f(p))
-			} else if f(n) > 0 {
-				ratio = "∞"
+			case f(p) == 0 && f(n) > 0:
+				ratio = "∞" // prloop spends nothing where the baseline spends
 			}
 		}
 		fmt.Printf("| %-46s | %14s | %14s | %7s | %-22s |\n", metric, nv, fmt.Sprintf(format, f(p)), ratio, target)
