@@ -56,8 +56,8 @@ LABEL org.opencontainers.image.title="prloop-${SERVICE}" \
 RUN apk add --no-cache git ca-certificates tzdata \
  && addgroup -S -g 65532 prloop \
  && adduser -S -D -u 65532 -G prloop -h /home/prloop prloop \
- && mkdir -p /workspace \
- && chown prloop:prloop /workspace
+ && mkdir -p /workspace /ghsim \
+ && chown prloop:prloop /workspace /ghsim
 # HOME is where git and the agent keep their settings; Kubernetes mounts an
 # emptyDir there (and on /workspace and /tmp) under a read-only root.
 ENV HOME=/home/prloop PRLOOP_HTTP_ADDR=:8080 PRLOOP_LOG_FORMAT=json
