@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -280,11 +281,7 @@ func (c *Client) observeRetry(route string, cause Outcome) {
 func (c *Client) RateLimits() map[string]RateLimit {
 	c.rateMu.Lock()
 	defer c.rateMu.Unlock()
-	out := make(map[string]RateLimit, len(c.rates))
-	for k, v := range c.rates {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(c.rates)
 }
 
 func (c *Client) rateLimit(resource string) (RateLimit, bool) {

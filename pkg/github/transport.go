@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -470,9 +471,5 @@ func (r *routeCounters) add(k RouteOutcome) {
 func (r *routeCounters) snapshot() map[RouteOutcome]int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[RouteOutcome]int64, len(r.m))
-	for k, v := range r.m {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(r.m)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/kvlease"
 )
 
 // Bucket is the KV bucket holding PR state.
@@ -212,19 +213,13 @@ func (s *Store) Update(ctx context.Context, pr ghref.PR, fn func(*PR) error) (PR
 		if err == nil {
 			return next, nil
 		}
-		if !isConflict(err) || attempt >= 50 {
+		if !kvlease.IsConflict(err) || attempt >= 50 {
 			return cur, fmt.Errorf("write state of %s: %w", pr, err)
 		}
 		if ctx.Err() != nil {
 			return cur, fmt.Errorf("write state of %s: %w", pr, ctx.Err())
 		}
 	}
-}
-
-func isConflict(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.Is(err, jetstream.ErrKeyExists) ||
-		(errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence)
 }
 
 // List returns every recorded PR state.
