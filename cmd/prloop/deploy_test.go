@@ -1258,8 +1258,14 @@ func runComposeGHSim(t *testing.T, args []string) string {
 	t.Helper()
 	args = slices.Clone(args)
 	for i := range args {
-		if args[i] == "-addr" && i+1 < len(args) {
+		if i+1 >= len(args) {
+			break
+		}
+		switch args[i] {
+		case "-addr":
 			args[i+1] = "127.0.0.1:0"
+		case "-dir":
+			args[i+1] = t.TempDir() // a container path (/ghsim) on this machine would collide between runs
 		}
 	}
 	ctx, cancel := context.WithCancel(t.Context())
