@@ -31,7 +31,7 @@ func (c *allConfig) Shared() config.Common { return c.Poller.Common }
 // is processed on its own.
 func (c *allConfig) Validate() error {
 	for _, cfg := range []config.Validator{&c.Poller, &c.Feedback, &c.Merger, &c.Escalator} {
-		if err := config.Load(cfg); err != nil {
+		if err := config.Fill(cfg); err != nil {
 			return err
 		}
 	}

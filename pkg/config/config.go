@@ -110,17 +110,23 @@ func (c Common) Streams() events.StreamOptions {
 // Load fills cfg from PRLOOP_* variables and validates it. Errors name the
 // variable, the value and what is wrong.
 func Load(cfg Validator) error {
-	if err := envconfig.Process("", cfg); err != nil {
-		var pe *envconfig.ParseError
-		if errors.As(err, &pe) {
-			return fmt.Errorf("config: %s=%q: not a valid %s: %v", pe.KeyName, pe.Value, pe.TypeName, pe.Err)
-		}
-		return fmt.Errorf("config: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
+	if err := Fill(cfg); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	return nil
+}
+
+// Fill is Load without the "config:" prefix on errors, for a configuration
+// made of several that each load their own part.
+func Fill(cfg Validator) error {
+	if err := envconfig.Process("", cfg); err != nil {
+		var pe *envconfig.ParseError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("%s=%q: not a valid %s: %v", pe.KeyName, pe.Value, pe.TypeName, pe.Err)
+		}
+		return err
+	}
+	return cfg.Validate()
 }
 
 // Usage lists the variables the configs read, each once, with their
