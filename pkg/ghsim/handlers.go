@@ -577,22 +577,7 @@ func (s *Sim) listRepoIssueComments(c *reqCtx) *result {
 	desc := sortBy != "" && c.desc(false)
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	var sel []*issueComment
-	for _, ic := range rp.icomments {
-		if since.IsZero() || !ic.updated.Before(since) {
-			sel = append(sel, ic)
-		}
-	}
-	sort.SliceStable(sel, func(i, j int) bool {
-		a, b := sel[i].created, sel[j].created
-		if sortBy == "updated" {
-			a, b = sel[i].updated, sel[j].updated
-		}
-		if a.Equal(b) {
-			return (sel[i].id < sel[j].id) != desc
-		}
-		return a.Before(b) != desc
-	})
+	sel := sinceSorted(rp.icomments, func(ic *issueComment) (int64, time.Time, time.Time) { return ic.id, ic.created, ic.updated }, since, sortBy, desc)
 	return c.paged(len(sel), func(i int) json.RawMessage { return marshal(issueCommentWire(rp, sel[i], c.base)) })
 }
 
@@ -777,22 +762,7 @@ func (s *Sim) reviewCommentList(c *reqCtx, rp *repo, of []*reviewComment) *resul
 	if of == nil {
 		of = rp.rcomments
 	}
-	var sel []*reviewComment
-	for _, rc := range of {
-		if since.IsZero() || !rc.updated.Before(since) {
-			sel = append(sel, rc)
-		}
-	}
-	sort.SliceStable(sel, func(i, j int) bool {
-		a, b := sel[i].created, sel[j].created
-		if sortBy == "updated" {
-			a, b = sel[i].updated, sel[j].updated
-		}
-		if a.Equal(b) {
-			return (sel[i].id < sel[j].id) != desc
-		}
-		return a.Before(b) != desc
-	})
+	sel := sinceSorted(of, func(rc *reviewComment) (int64, time.Time, time.Time) { return rc.id, rc.created, rc.updated }, since, sortBy, desc)
 	return c.paged(len(sel), func(i int) json.RawMessage { return marshal(reviewCommentWire(rp, sel[i], c.base)) })
 }
 
@@ -1101,4 +1071,29 @@ func gitDate(s string) string {
 		return s
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// sinceSorted is what the repository-wide comment lists share: the items
+// updated at or after since (all when zero), ordered by created, or by
+// updated when sortBy is "updated", ties by id, descending when desc.
+func sinceSorted[T any](items []T, stamp func(T) (id int64, created, updated time.Time), since time.Time, sortBy string, desc bool) []T {
+	var sel []T
+	for _, it := range items {
+		if _, _, updated := stamp(it); since.IsZero() || !updated.Before(since) {
+			sel = append(sel, it)
+		}
+	}
+	sort.SliceStable(sel, func(i, j int) bool {
+		ia, ca, ua := stamp(sel[i])
+		ib, cb, ub := stamp(sel[j])
+		a, b := ca, cb
+		if sortBy == "updated" {
+			a, b = ua, ub
+		}
+		if a.Equal(b) {
+			return (ia < ib) != desc
+		}
+		return a.Before(b) != desc
+	})
+	return sel
 }

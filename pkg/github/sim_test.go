@@ -15,7 +15,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghsim"
 )
 
-const simToken = "ghp_simtoken_alice_0123456789"
+const simToken = "sim-simtoken-alice-0123456789"
 
 // simEnv is a simulator with one repository and a client for it whose
 // sleeps advance the simulator's fake clock instead of waiting.

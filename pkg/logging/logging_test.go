@@ -9,7 +9,7 @@ import (
 )
 
 func TestNew_RedactsRegisteredSecrets(t *testing.T) {
-	const token = "ghp_0123456789abcdefTESTTOKEN"
+	const token = "fake-0123456789abcdefTESTTOKEN"
 	Redact(token, "short")
 	var buf bytes.Buffer
 	log := New(&buf, "debug", "json")

@@ -144,3 +144,24 @@ func (e *env) watch(pr ghref.PR) {
 // tick advances the simulated clock so that each step's signals have their
 // own second, as they would on GitHub.
 func (e *env) tick() { e.sim.Advance(2 * time.Second) }
+
+// Simulator routes the tests count.
+const (
+	probeRoute     = "GET /repos/{owner}/{repo}/pulls" // every probe of a repository
+	reactionsRoute = "GET /repos/{owner}/{repo}/issues/{number}/reactions"
+)
+
+// waitProbes waits until the poller has probed the repository n more
+// times: time enough for any event the current signals would cause.
+func (e *env) waitProbes(n int) {
+	e.t.Helper()
+	e.waitRequests(probeRoute, n)
+}
+
+// waitRequests waits until the simulator has served route n more times.
+func (e *env) waitRequests(route string, n int) {
+	e.t.Helper()
+	from := e.sim.Stats().ByRoute[route]
+	require.Eventually(e.t, func() bool { return e.sim.Stats().ByRoute[route] >= from+n }, waitFor, 10*time.Millisecond,
+		"%s served fewer than %d more times", route, n)
+}

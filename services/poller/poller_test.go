@@ -103,8 +103,7 @@ func TestPoller_StaleSignalsDoNotCount(t *testing.T) {
 
 	// Nothing else happens on the new head however often it is polled.
 	seq := len(e.rec.For(e.pr))
-	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
-	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+10 }, waitFor, 10*time.Millisecond)
+	e.waitProbes(10)
 	assert.Len(t, e.rec.For(e.pr), seq, "no event from stale signals: %v", e.rec.Types(e.pr))
 	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeReviewApproved))
 }
@@ -127,13 +126,9 @@ func TestPoller_UnauthorizedSignalsIgnored(t *testing.T) {
 	_, err = e.sim.AddIssueComment(e.pr, "reader", "LGTM, merge it!")
 	require.NoError(t, err)
 
-	before := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"]
-	require.Eventually(t, func() bool {
-		return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"] > before
-	}, waitFor, 10*time.Millisecond, "the poller fetched the new signals")
+	e.waitRequests(reactionsRoute, 1) // the poller read the new signals
 	// One more full interval after the fetch, to let any event land.
-	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
-	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+3 }, waitFor, 10*time.Millisecond)
+	e.waitProbes(3)
 	assert.Equal(t, []events.Type{events.TypeWatchRequested, events.TypeReviewPending}, e.rec.Types(e.pr))
 
 	// An authorized reviewer's 👍 still approves.
@@ -185,12 +180,8 @@ func TestPoller_NoSecondFeedbackWhileAddressed(t *testing.T) {
 	_, err = e.sim.AddIssueComment(e.pr, "bob", "two")
 	require.NoError(t, err)
 	require.NoError(t, e.sim.RemoveReaction(e.pr, eyes))
-	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"]
-	require.Eventually(t, func() bool {
-		return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"] > polls
-	}, waitFor, 10*time.Millisecond)
-	polls = e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
-	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+3 }, waitFor, 10*time.Millisecond)
+	e.waitRequests(reactionsRoute, 1)
+	e.waitProbes(3)
 	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeFeedbackReceived), "same head, feedback in flight: %v", e.rec.Types(e.pr))
 }
 
@@ -214,8 +205,7 @@ func TestPoller_RestartResumes(t *testing.T) {
 	e.sim.ResetStats()
 	e.start(e.config())
 	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
-	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
-	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+5 }, waitFor, 10*time.Millisecond)
+	e.waitProbes(5)
 	assert.Equal(t, []events.Type{events.TypeWatchRequested, events.TypeReviewPending, events.TypeReviewInProgress, events.TypeReviewApproved}, e.rec.Types(e.pr))
 }
 
@@ -286,8 +276,7 @@ func TestPoller_ReviewTimeout(t *testing.T) {
 	e.watch(e.pr)
 	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
 	e.sim.Advance(59 * time.Minute)
-	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
-	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+3 }, waitFor, 10*time.Millisecond)
+	e.waitProbes(3)
 	assert.Zero(t, e.rec.Count(e.pr, events.TypeReviewTimeout), "not yet")
 	e.sim.Advance(2 * time.Minute)
 	to := e.rec.Wait(t, e.pr, events.TypeReviewTimeout, waitFor).Data.(*events.ReviewTimeout)
@@ -314,8 +303,7 @@ func TestPoller_AutoDiscovery(t *testing.T) {
 
 	e.start(e.config(func(c *poller.Config) { c.Repos = []string{"Acme/Socket.IO"}; c.WatchLabel = "prloop" }))
 	e.rec.Wait(t, other, events.TypeReviewPending, waitFor)
-	polls := e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
-	require.Eventually(t, func() bool { return e.sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= polls+3 }, waitFor, 10*time.Millisecond)
+	e.waitProbes(3)
 	assert.Empty(t, e.rec.For(e.pr), "the unlabelled PR is not watched")
 }
 
@@ -455,7 +443,7 @@ func TestPoller_DiscoveryOfUntouchedPRsCostsOnlyTheProbe(t *testing.T) {
 	require.NoError(t, err)
 	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
 	st = e.sim.Stats()
-	assert.Equal(t, 1, st.ByRoute["GET /repos/{owner}/{repo}/issues/{number}/reactions"], "a reaction is read once")
+	assert.Equal(t, 1, st.ByRoute[reactionsRoute], "a reaction is read once")
 	for _, route := range []string{
 		"GET /repos/{owner}/{repo}/issues/{number}/comments", "GET /repos/{owner}/{repo}/pulls/{number}/reviews",
 		"GET /repos/{owner}/{repo}/pulls/{number}/comments", "GET /repos/{owner}/{repo}/commits/{ref}",
