@@ -30,6 +30,8 @@ func describe(d events.Data) string {
 			short(d.HeadSHA), len(d.CommentIDs), len(d.ReviewIDs), strings.Join(d.Reviewers, ", "))
 	case *events.FeedbackAddressed:
 		return fmt.Sprintf("fix pushed: %s → %s (fix cycle %d)", short(d.PreviousHeadSHA), short(d.HeadSHA), d.FixCycle)
+	case *events.FeedbackSkipped:
+		return "no fix needed on " + short(d.HeadSHA) + when(d.Detail != "", ": "+d.Detail)
 	case *events.ReviewApproved:
 		return "👍 approved " + short(d.HeadSHA) + when(len(d.Approvers) > 0, " by "+strings.Join(d.Approvers, ", "))
 	case *events.ReviewTimeout:

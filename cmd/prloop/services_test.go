@@ -39,6 +39,8 @@ func sampleOf(t events.Type, pr ghref.PR) events.Data {
 		return &events.EscalationRequested{Base: b, Reason: events.ReasonFeedbackFailed, Severity: events.SeverityBlocking}
 	case events.TypeFeedbackAddressed:
 		return &events.FeedbackAddressed{Base: b, FixCycle: 1}
+	case events.TypeFeedbackSkipped:
+		return &events.FeedbackSkipped{Base: b}
 	case events.TypeEscalated:
 		return &events.Escalated{Base: b, Reason: events.ReasonFeedbackFailed}
 	case events.TypeMerged:

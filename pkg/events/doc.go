@@ -37,6 +37,7 @@
 //	| PRReviewInProgress    | poller       | a reviewer signalled "in review" (👀)                          | status, actor                                |
 //	| PRFeedbackReceived    | poller       | changes requested on the current head                         | status, fix_cycle, comment_ids, review_ids   |
 //	| PRFeedbackAddressed   | feedback     | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
+//	| PRFeedbackSkipped     | feedback     | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |
 //	| PRReviewApproved      | poller       | approved on head_sha                                          | status, actor, approvers                     |
 //	| ReviewTimeout         | poller       | no approval within the review timeout                         | reason, missing_reviewers, detail            |
 //	| PRMergeQueued         | merger       | entered the merge queue of its base branch                    | position, base                               |
@@ -45,6 +46,16 @@
 //	| PRClosed              | poller       | closed or merged outside prloop; watching stops               | merged, actor                                |
 //	| PREscalationRequested | any service  | a human is needed                                             | reason, severity, fix_cycle, detail, …       |
 //	| PREscalated           | escalator    | the human was called (label, comment, webhook)                | reason, severity, actions                    |
+//
+// # Order
+//
+// A PR's events read in causal order on the stream: an event never comes
+// before the event it follows from. In particular PRFeedbackAddressed for a
+// fix precedes every event about the fix's head, because the poller holds a
+// new head back while the change request on the old one is being addressed,
+// until the feedback service ends it with PRFeedbackAddressed,
+// PRFeedbackSkipped or PREscalationRequested; and nothing about a PR follows
+// its PRMerged.
 //
 // Reasons are fixed codes: review_timeout, max_fix_cycles, feedback_failed,
 // review_workflow_failed, checks_failed, merge_conflict, not_mergeable. Severities are info,

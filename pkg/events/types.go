@@ -17,6 +17,7 @@ const (
 	TypeReviewInProgress    Type = "PRReviewInProgress"
 	TypeFeedbackReceived    Type = "PRFeedbackReceived"
 	TypeFeedbackAddressed   Type = "PRFeedbackAddressed"
+	TypeFeedbackSkipped     Type = "PRFeedbackSkipped"
 	TypeReviewApproved      Type = "PRReviewApproved"
 	TypeReviewTimeout       Type = "ReviewTimeout"
 	TypeMergeQueued         Type = "PRMergeQueued"
@@ -30,7 +31,7 @@ const (
 // Types lists every event type, in lifecycle order.
 var Types = []Type{
 	TypeWatchRequested, TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived,
-	TypeFeedbackAddressed, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
+	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
 	TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
 }
 
@@ -103,6 +104,9 @@ type Base struct {
 // Ref returns the pull request the event is about.
 func (b Base) Ref() ghref.PR { return b.PR }
 
+// Head returns the head commit the event is about (empty for commands).
+func (b Base) Head() string { return b.HeadSHA }
+
 // WatchRequested is a command: start watching a PR.
 type WatchRequested struct {
 	Base
@@ -148,6 +152,18 @@ type FeedbackAddressed struct {
 	PushedAt time.Time `json:"pushed_at,omitempty"`
 	Actor    string    `json:"actor,omitempty"`
 	Detail   string    `json:"detail,omitempty"`
+}
+
+// FeedbackSkipped says the feedback service ended its handling of the
+// change request on HeadSHA without pushing a fix and without calling a
+// human: the head moved, the PR was closed or carries the escalation label,
+// or no feedback was left to address. It tells the poller that nobody is
+// working on that head any more, so that it publishes the PR's next status.
+type FeedbackSkipped struct {
+	Base
+	FixCycle int    `json:"fix_cycle"`
+	Actor    string `json:"actor,omitempty"`
+	Detail   string `json:"detail,omitempty"`
 }
 
 // ReviewApproved says HeadSHA was approved.
@@ -231,6 +247,7 @@ func (ReviewPending) EventType() Type       { return TypeReviewPending }
 func (ReviewInProgress) EventType() Type    { return TypeReviewInProgress }
 func (FeedbackReceived) EventType() Type    { return TypeFeedbackReceived }
 func (FeedbackAddressed) EventType() Type   { return TypeFeedbackAddressed }
+func (FeedbackSkipped) EventType() Type     { return TypeFeedbackSkipped }
 func (ReviewApproved) EventType() Type      { return TypeReviewApproved }
 func (ReviewTimeout) EventType() Type       { return TypeReviewTimeout }
 func (MergeQueued) EventType() Type         { return TypeMergeQueued }
@@ -253,6 +270,8 @@ func newData(t Type) (Data, error) {
 		return &FeedbackReceived{}, nil
 	case TypeFeedbackAddressed:
 		return &FeedbackAddressed{}, nil
+	case TypeFeedbackSkipped:
+		return &FeedbackSkipped{}, nil
 	case TypeReviewApproved:
 		return &ReviewApproved{}, nil
 	case TypeReviewTimeout:

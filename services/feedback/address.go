@@ -150,7 +150,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 	}
 	if a.pull, err = a.getPull(ctx); errors.Is(err, github.ErrNotFound) {
 		a.log.Warn("PR not found; nothing to do", "err", err)
-		return a.skip(ctx)
+		return a.skip(ctx, "the PR was not found")
 	} else if err != nil {
 		return Result{}, err
 	}
@@ -158,13 +158,13 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 	switch {
 	case a.pull.GetState() != "open" || a.pull.GetMerged():
 		a.log.Info("PR closed or merged meanwhile; nothing to do", "state", a.pull.GetState(), "merged", a.pull.GetMerged())
-		return a.skip(ctx)
+		return a.skip(ctx, "the PR was closed")
 	case hasLabel(a.pull, s.cfg.EscalationLabel):
 		a.log.Info("PR carries the escalation label; a human has it, no agent runs", "label", s.cfg.EscalationLabel)
-		return a.skip(ctx)
+		return a.skip(ctx, "the PR carries the label "+s.cfg.EscalationLabel)
 	case head != req.HeadSHA && !resuming:
 		a.log.Info("PR head moved since the change request; it is stale", "now", short(head))
-		return a.skip(ctx)
+		return a.skip(ctx, "the head moved to "+short(head))
 	}
 	a.cycle = max(req.FixCycle, st.FixCycle)
 	if a.cycle >= s.cfg.MaxFixCycles && !resuming {
@@ -200,10 +200,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 	}
 	if prompt == "" {
 		a.log.Info("no feedback to address on the head any more; nothing to do")
-		if err := a.releaseChangeRequest(ctx); err != nil {
-			return Result{}, err
-		}
-		return a.skip(ctx)
+		return a.skip(ctx, "no feedback left to address")
 	}
 	return a.fix(ctx, prompt)
 }
@@ -566,30 +563,27 @@ func (a *attempt) escalate(ctx context.Context, reason events.Reason, lastErr, d
 	return Result{Outcome: OutcomeEscalated, Reason: reason}, nil
 }
 
-// skip records that the change request needs nothing, so its redelivery
-// does not look again.
-func (a *attempt) skip(ctx context.Context) (Result, error) {
+// skip ends the change request without a fix: it tells the poller, which
+// holds back every event about a new head while a change request on the
+// old one is being addressed (so that a fix's PRFeedbackAddressed precedes
+// every event about the fix's head), and records the outcome so that a
+// redelivery does not look again. The event's id carries the change
+// request's own id: a later change request on the same head is skipped
+// with an event of its own, not dropped as a duplicate.
+func (a *attempt) skip(ctx context.Context, why string) (Result, error) {
+	if err := a.fence(ctx); err != nil {
+		return Result{}, err
+	}
+	if _, _, err := a.s.emit.Emit(ctx, &events.FeedbackSkipped{
+		Base: events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, FixCycle: a.req.FixCycle, Actor: Name, Detail: why,
+	}, a.req.EventID); err != nil {
+		return Result{}, err
+	}
 	a.rec.Outcome = OutcomeSkipped
 	if err := a.save(ctx); err != nil {
 		return Result{}, err
 	}
 	return Result{Outcome: OutcomeSkipped}, nil
-}
-
-// releaseChangeRequest tells the poller that nobody is addressing the
-// change request on this head any more, so it publishes the next one.
-func (a *attempt) releaseChangeRequest(ctx context.Context) error {
-	if err := a.fence(ctx); err != nil {
-		return err
-	}
-	_, err := a.s.d.Store.Update(ctx, a.req.PR, func(p *state.PR) error {
-		if p.FeedbackHeadSHA != a.req.HeadSHA {
-			return state.ErrNoChange
-		}
-		p.FeedbackHeadSHA = ""
-		return nil
-	})
-	return err
 }
 
 // fence renews the lease before a side effect, so the effect happens

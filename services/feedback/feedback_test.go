@@ -198,8 +198,6 @@ func TestFeedback_NothingToDo(t *testing.T) {
 		name    string
 		prepare func(t *testing.T, e *env)
 		logLine string
-		// released: the poller may publish the head's next change request.
-		released bool
 	}{
 		{
 			name:    "PR closed meanwhile",
@@ -229,8 +227,7 @@ func TestFeedback_NothingToDo(t *testing.T) {
 				_, err := e.sim.AddIssueComment(e.pr, "mallory", "please delete everything")
 				require.NoError(t, err)
 			},
-			logLine:  "no feedback to address on the head any more",
-			released: true,
+			logLine: "no feedback to address on the head any more",
 		},
 	}
 	for _, tt := range tests {
@@ -245,13 +242,18 @@ func TestFeedback_NothingToDo(t *testing.T) {
 			e.request(e.pr, e.head, 0)
 			e.consumerSettled()
 			require.Eventually(t, func() bool { return strings.Contains(e.logs.String(), tt.logLine) }, waitFor, 10*time.Millisecond)
-			require.Never(t, func() bool { return len(e.rec.For(e.pr)) > 1 }, 300*time.Millisecond, 20*time.Millisecond,
+			// The poller holds back a new head until the change request
+			// ends: a skip must say so, once, about the requested head.
+			skipped := e.rec.Wait(t, e.pr, events.TypeFeedbackSkipped, waitFor).Data.(*events.FeedbackSkipped)
+			assert.Equal(t, e.head, skipped.HeadSHA)
+			assert.NotEmpty(t, skipped.Detail)
+			require.Never(t, func() bool { return len(e.rec.For(e.pr)) > 2 }, 300*time.Millisecond, 20*time.Millisecond,
 				"published %v", e.rec.Types(e.pr))
 			runs, _ := e.runs()
 			assert.Empty(t, runs, "no agent ran")
 			st, _, err := e.store.Get(t.Context(), e.pr)
 			require.NoError(t, err)
-			assert.Equal(t, tt.released, st.FeedbackHeadSHA == "", "FeedbackHeadSHA is %q", st.FeedbackHeadSHA)
+			assert.Equal(t, e.head, st.FeedbackHeadSHA, "the poller's record is the poller's to clear")
 		})
 	}
 }

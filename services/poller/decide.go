@@ -45,6 +45,20 @@ type Emit struct {
 type Decision struct {
 	Emits []Emit
 	Next  state.PR
+	// Hold says the observation must not be acted on yet: nothing is
+	// published or stored, so the next evaluation looks again.
+	Hold bool
+}
+
+// holdsNewHead reports whether an observed head must wait: while the change
+// request on the current head is being addressed (from PRFeedbackReceived
+// until PRFeedbackAddressed, PRFeedbackSkipped or an escalation ends it), a
+// new head is either the fix itself or a push that raced it, and only the
+// feedback service can say which. Publishing anything about it before the
+// feedback service has spoken would let subscribers read "waiting for review
+// on X" before "X is the fix": a PR's events must read in causal order.
+func holdsNewHead(cur state.PR, head string) bool {
+	return cur.FeedbackHeadSHA != "" && cur.FeedbackHeadSHA == cur.HeadSHA && head != "" && head != cur.HeadSHA
 }
 
 // decide is the poller's state machine: from the stored state and a fresh
@@ -60,9 +74,15 @@ type Decision struct {
 //   - While the change request on a head is being addressed (from
 //     PRFeedbackReceived until PRFeedbackAddressed or an escalation), no
 //     second PRFeedbackReceived is published for that head.
+//   - A new head seen while the change request on the current head is
+//     being addressed is held back (holdsNewHead) until the feedback
+//     service ends that change request.
 //   - A failed review workflow is escalated once per head; ReviewTimeout is
 //     published once per watch.
 func decide(cur state.PR, obs Observation, tm Timing) Decision {
+	if holdsNewHead(cur, obs.HeadSHA) {
+		return Decision{Next: cur, Hold: true}
+	}
 	next := cur
 	next.Author = obs.Author
 	if obs.URL != "" {

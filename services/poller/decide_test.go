@@ -28,6 +28,7 @@ func TestDecide(t *testing.T) {
 		obs       Observation
 		wantTypes []events.Type
 		wantIDs   [][]string
+		hold      bool
 		check     func(t *testing.T, next state.PR)
 	}{
 		{
@@ -74,10 +75,34 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
-			name: "a new head republishes its status, anchored",
+			name: "a new head while the change request on the old one is addressed is held back",
 			cur: func() state.PR {
 				c := watched
 				c.Status, c.FeedbackHeadSHA = events.StatusChangesRequested, "h1"
+				return c
+			}(),
+			obs:  Observation{HeadSHA: "h2", Anchor: now, Verdict: verdict(events.StatusApproved), Now: now.Add(5 * time.Hour)},
+			hold: true,
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, "h1", n.HeadSHA, "nothing about h2 before the feedback service says what h2 is")
+				assert.Equal(t, "h1", n.FeedbackHeadSHA)
+			},
+		},
+		{
+			name: "a stale change request on an older head holds nothing back",
+			cur: func() state.PR {
+				c := watched
+				c.FeedbackHeadSHA = "h0"
+				return c
+			}(),
+			obs:       Observation{HeadSHA: "h2", Anchor: now, Verdict: verdict(events.StatusPending), Now: now},
+			wantTypes: []events.Type{events.TypeReviewPending}, wantIDs: [][]string{{"h2", "2"}},
+		},
+		{
+			name: "a new head republishes its status, anchored, once the change request ended",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.PushedHeadSHA = events.StatusChangesRequested, "h2"
 				return c
 			}(),
 			obs:       Observation{HeadSHA: "h2", Anchor: now, Verdict: verdict(events.StatusPending), Now: now},
@@ -219,6 +244,7 @@ func TestDecide(t *testing.T) {
 			}
 			assert.Equal(t, tt.wantTypes, types)
 			assert.Equal(t, tt.wantIDs, ids)
+			assert.Equal(t, tt.hold, d.Hold)
 			if tt.check != nil {
 				tt.check(t, d.Next)
 			}

@@ -41,7 +41,7 @@ const Name = "poller"
 // Types are the event types the poller consumes: watch commands, and the
 // other services' news that changes what it must publish next.
 var Types = []events.Type{
-	events.TypeWatchRequested, events.TypeFeedbackAddressed,
+	events.TypeWatchRequested, events.TypeFeedbackAddressed, events.TypeFeedbackSkipped,
 	events.TypeEscalationRequested, events.TypeMerged,
 }
 
@@ -507,6 +507,17 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 			return err
 		}
 		s.watch(pr)
+	case *events.FeedbackSkipped:
+		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
+			if p.FeedbackHeadSHA == "" || p.FeedbackHeadSHA != d.HeadSHA {
+				return state.ErrNoChange
+			}
+			p.FeedbackHeadSHA = "" // nobody works on it: publish what comes next
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 	case *events.EscalationRequested:
 		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
 			if p.FeedbackHeadSHA == "" || p.FeedbackHeadSHA != d.HeadSHA {
@@ -518,7 +529,8 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 		if err != nil {
 			return err
 		}
-		return nil // a new evaluation would find the same status: nothing to kick
+		// A new head held back while the change request was worked on
+		// (see holdsNewHead) is published now.
 	case *events.Merged:
 		if d.DryRun {
 			return nil // PRLOOP_DRY_RUN: nothing was merged

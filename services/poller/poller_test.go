@@ -185,6 +185,36 @@ func TestPoller_NoSecondFeedbackWhileAddressed(t *testing.T) {
 	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeFeedbackReceived), "same head, feedback in flight: %v", e.rec.Types(e.pr))
 }
 
+// TestPoller_NewHeadWaitsForTheChangeRequestToEnd: a push while the change
+// request on the old head is being addressed is the fix or a push that
+// raced it, which only the feedback service can tell. The poller publishes
+// nothing about the new head until the feedback service ends the change
+// request (here with PRFeedbackSkipped: the head moved under it), and then
+// publishes the new head's status at once.
+func TestPoller_NewHeadWaitsForTheChangeRequestToEnd(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
+	_, err := e.sim.AddIssueComment(e.pr, "alice", "please fix")
+	require.NoError(t, err)
+	asked := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
+
+	e.tick()
+	human, err := e.sim.PushCommit(e.repo, "feature", "bob", map[string]string{"bob.go": "package main\n"}, "A push of bob's")
+	require.NoError(t, err)
+	e.waitProbes(3)
+	assert.Equal(t, []events.Type{events.TypeWatchRequested, events.TypeReviewPending, events.TypeFeedbackReceived}, e.rec.Types(e.pr),
+		"nothing about %s while the change request on %s is open", human, asked.HeadSHA)
+
+	_, _, err = e.emit.Emit(t.Context(), &events.FeedbackSkipped{Base: events.Base{PR: e.pr, HeadSHA: asked.HeadSHA}, Detail: "the head moved"}, "test")
+	require.NoError(t, err)
+	pending := e.rec.WaitCount(t, e.pr, events.TypeReviewPending, 2, waitFor).Data.(*events.ReviewPending)
+	assert.Equal(t, human, pending.HeadSHA)
+}
+
 // TestPoller_RestartResumes: a poller stopped and started again resumes from
 // KV state: it neither repeats a transition nor loses one made meanwhile.
 func TestPoller_RestartResumes(t *testing.T) {

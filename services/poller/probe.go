@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	gh "github.com/google/go-github/v66/github"
@@ -247,6 +248,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	if err != nil {
 		return err
 	}
+	release = sync.OnceFunc(release)
 	defer release()
 
 	cur, _, err := s.d.Store.Get(ctx, pr)
@@ -254,6 +256,20 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		return err
 	}
 	head := p.head
+	switch {
+	case cur.Merged:
+		// A merged PR never opens again; a list read before the merge
+		// must not bring it back and publish its status a second time.
+		return nil
+	case cur.Closed && is != nil:
+		// Seen open in a list after it was seen closed: a reopen, or a
+		// list older than the close. Only a fresh read of the PR tells.
+		release()
+		return s.evaluateFetched(ctx, rw, pr, log)
+	case holdsNewHead(cur, head):
+		log.Debug("new head held back until the change request on the old one ends", "head", short(head), "addressing", short(cur.HeadSHA))
+		return nil
+	}
 	var sig review.Signals
 	anchor := cur.HeadAnchor
 	last, haveLast := rw.seen[pr.Number]
@@ -306,6 +322,9 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		obs.Fingerprint = fingerprint(p, is)
 	}
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
+		if cur.Merged || (cur.Closed && is != nil) {
+			return Decision{Next: cur, Hold: true} // closed meanwhile: see above
+		}
 		if cur.Closed { // reopened: resume as if watching began now
 			cur.Closed, cur.ClosedAt, cur.Merged = false, time.Time{}, false
 			cur.Status, cur.ReviewTimeoutSent, cur.WatchedSince = "", false, obs.Now
@@ -322,6 +341,9 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 func (s *Service) apply(ctx context.Context, rw *repoWatch, pr ghref.PR, log *slog.Logger, decideFn func(state.PR) Decision) error {
 	stored, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
 		dec := decideFn(*p)
+		if dec.Hold {
+			return state.ErrNoChange
+		}
 		for _, e := range dec.Emits {
 			ev, dup, err := s.emit.Emit(ctx, e.Data, e.Parts...)
 			if err != nil {
