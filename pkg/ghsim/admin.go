@@ -93,6 +93,14 @@ func (s *Sim) SetPermission(repo ghref.Repo, login, permission string) error {
 // content is deleted. It is a real commit in the bare repository, so open
 // PRs on that branch see a push.
 func (s *Sim) PushCommit(repo ghref.Repo, branch, author string, files map[string]string, message string) (string, error) {
+	return s.PushCommitDated(repo, branch, author, files, message, time.Time{})
+}
+
+// PushCommitDated is PushCommit with the commit's author and committer
+// dates set to dated (when not zero), as anyone can set them with git: the
+// push itself still happens now. It lets tests show that no decision rests
+// on a date the commit's author chose.
+func (s *Sim) PushCommitDated(repo ghref.Repo, branch, author string, files map[string]string, message string, dated time.Time) (string, error) {
 	rp, err := s.repoFor(repo)
 	if err != nil {
 		return "", err
@@ -116,7 +124,11 @@ func (s *Sim) PushCommit(repo ghref.Repo, branch, author string, files map[strin
 	if message == "" {
 		message = "Update files"
 	}
-	id := s.ident(u, now)
+	when := now
+	if !dated.IsZero() {
+		when = dated
+	}
+	id := s.ident(u, when)
 	c := fiCommit{ref: "refs/heads/" + branch, from: from, author: id, committer: id, message: message + "\n", files: files}
 	if err := s.fastImport(rp.dir, []fiCommit{c}); err != nil {
 		return "", fmt.Errorf("push to %s %s: %w", repo, branch, err)

@@ -59,6 +59,11 @@ func (e *evaluator) human(u User) bool {
 	return ok
 }
 
+// addressed reports whether a fix already addressed the item.
+func (e *evaluator) addressed(kind string, id int64) bool {
+	return e.head.Addressed[ItemKey(kind, id)]
+}
+
 // fresh reports whether a signal made at t is on the current head. GitHub
 // timestamps have whole seconds, so the anchor is compared at that
 // precision: a comment in the same second as the push counts.
@@ -86,12 +91,12 @@ func (e *evaluator) emoji() Verdict {
 	}
 	var items []Item
 	for _, c := range e.sig.Comments {
-		if e.human(c.User) && e.fresh(c.CreatedAt) {
+		if e.human(c.User) && e.fresh(c.CreatedAt) && !e.addressed(KindComment, c.ID) {
 			items = append(items, Item{Kind: KindComment, ID: c.ID, Author: c.User.Login, Body: c.Body, CreatedAt: c.CreatedAt, URL: c.URL})
 		}
 	}
 	for _, c := range e.sig.ReviewComments {
-		if e.human(c.User) && e.fresh(c.CreatedAt) {
+		if e.human(c.User) && e.fresh(c.CreatedAt) && !e.addressed(KindReviewComment, c.ID) {
 			items = append(items, inlineItem(c))
 		}
 	}
@@ -136,7 +141,7 @@ func (e *evaluator) reviews() Verdict {
 		switch {
 		case r.State == "APPROVED" && (onHead || e.pol.ApprovalSurvivesPush):
 			approvers = append(approvers, r.User.Login)
-		case r.State == "CHANGES_REQUESTED" && onHead:
+		case r.State == "CHANGES_REQUESTED" && onHead && !e.addressed(KindReview, r.ID):
 			items = append(items, e.reviewItems(r)...)
 		}
 	}
@@ -174,7 +179,7 @@ func (e *evaluator) quorum() Verdict {
 			if m := matchFailure(it.Body, e.pol.FailurePatterns); m != "" {
 				q.Failed[req.String()] = m
 			}
-			if it.finding {
+			if it.finding && !e.addressed(it.Kind, it.ID) {
 				items = append(items, it.Item)
 			}
 		}

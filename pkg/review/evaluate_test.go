@@ -54,8 +54,25 @@ func TestEvaluate(t *testing.T) {
 		wantActor     string
 		wantFeedback  []int64
 		wantApprovers []string
+		addressed     []string
 	}{
 		{name: "no signals is pending", pol: emojiOnly, want: events.StatusPending},
+		{
+			name: "feedback a fix addressed never asks again, even in the anchor's second", pol: Policy{Protocols: []Protocol{ProtocolEmoji, ProtocolReviews}},
+			sig: Signals{
+				Comments:       []Comment{comment(1, alice, "rename x", t0), comment(3, bob, "and y", after)},
+				ReviewComments: []ReviewComment{{ID: 2, User: alice, Path: "a.go", Line: 1, Body: "x", CreatedAt: t0}},
+				Reviews:        []Review{{ID: 1, User: bob, State: "CHANGES_REQUESTED", CommitID: "head", SubmittedAt: t0}},
+			},
+			addressed: []string{ItemKey(KindComment, 1), ItemKey(KindReviewComment, 2), ItemKey(KindReview, 1)},
+			want:      events.StatusChangesRequested, wantActor: "bob", wantFeedback: []int64{3},
+		},
+		{
+			name: "an addressed id of one kind does not hide another kind's item", pol: emojiOnly,
+			sig:       Signals{ReviewComments: []ReviewComment{{ID: 1, User: alice, Path: "a.go", Line: 1, Body: "x", CreatedAt: after}}},
+			addressed: []string{ItemKey(KindComment, 1)},
+			want:      events.StatusChangesRequested, wantActor: "alice", wantFeedback: []int64{1},
+		},
 		{
 			name: "ThumbsUpBeatsEyes", pol: emojiOnly,
 			sig:  Signals{Reactions: []Reaction{react(bob, "eyes", after), react(alice, "+1", after)}},
@@ -200,7 +217,14 @@ func TestEvaluate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			v := Evaluate(tt.sig, head, tt.pol, writers)
+			h := head
+			if tt.addressed != nil {
+				h.Addressed = map[string]bool{}
+				for _, k := range tt.addressed {
+					h.Addressed[k] = true
+				}
+			}
+			v := Evaluate(tt.sig, h, tt.pol, writers)
 			assert.Equal(t, tt.want, v.Status)
 			assert.Equal(t, tt.wantActor, v.Actor)
 			assert.Equal(t, tt.wantApprovers, v.Approvers)

@@ -159,7 +159,19 @@ type Head struct {
 	Anchor time.Time
 	// Author is the PR's author, whose signals never count.
 	Author string
+	// Addressed holds the keys (ItemKey) of feedback a fix already
+	// addressed: it never asks for changes again, whatever its timestamp.
+	// Identity decides where it is known, not clocks with one-second
+	// resolution.
+	Addressed map[string]bool
 }
+
+// ItemKey identifies a piece of feedback across evaluations: its kind and
+// GitHub's id (ids of different kinds may coincide).
+func ItemKey(kind string, id int64) string { return kind + ":" + strconv.FormatInt(id, 10) }
+
+// Key is the item's ItemKey.
+func (it Item) Key() string { return ItemKey(it.Kind, it.ID) }
 
 // Authorizer decides whether a human's signals count. Evaluate calls it only
 // for non-bot users other than the PR's author and prloop itself; the

@@ -49,6 +49,11 @@ type PR struct {
 	// FeedbackHeadSHA is the head whose change request is being addressed;
 	// no second PRFeedbackReceived for it is published meanwhile.
 	FeedbackHeadSHA string `json:"feedback_head_sha,omitempty"`
+	// AskedItems are the keys (review.ItemKey) of the feedback the last
+	// PRFeedbackReceived carried; when a fix addresses that change request
+	// they join AddressedItems, which never ask for changes again.
+	AskedItems     []string `json:"asked_items,omitempty"`
+	AddressedItems []string `json:"addressed_items,omitempty"`
 	// PushedHeadSHA and PushedAt record prloop's own last push (from
 	// PRFeedbackAddressed): when the poller sees that head, its anchor is the
 	// push moment rather than the moment of observation.
@@ -95,6 +100,22 @@ type PR struct {
 	LastEventAt   time.Time   `json:"last_event_at,omitempty"`
 	// UpdatedAt is when this record last changed.
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// MaxAddressedItems bounds AddressedItems: the oldest are forgotten first,
+// and by then they are far older than any head they could still match.
+const MaxAddressedItems = 500
+
+// Addressed returns AddressedItems as a set, for review.Head.
+func (p PR) Addressed() map[string]bool {
+	if len(p.AddressedItems) == 0 {
+		return nil
+	}
+	out := make(map[string]bool, len(p.AddressedItems))
+	for _, k := range p.AddressedItems {
+		out[k] = true
+	}
+	return out
 }
 
 // Escalated reports whether any escalation is recorded.

@@ -321,11 +321,15 @@ func (a *attempt) setup(ctx context.Context, st state.PR, resuming bool) error {
 func (a *attempt) prompt(ctx context.Context, st state.PR) (string, error) {
 	s, pr, head := a.s, a.req.PR, a.req.HeadSHA
 	anchor := st.HeadAnchor
-	if st.HeadSHA != head || anchor.IsZero() {
-		var err error
-		if anchor, err = a.anchor(ctx, st); err != nil {
-			return "", err
-		}
+	switch {
+	case head == st.PushedHeadSHA && !st.PushedAt.IsZero():
+		anchor = st.PushedAt // prloop's own push, not yet seen by the poller
+	case st.HeadSHA != head || anchor.IsZero():
+		// The poller, which asked for the change, has no anchor for this
+		// head. The commit's dates are its author's to set and never
+		// decide which signals count: nothing to address.
+		a.log.Info("no anchor for the head in the poller's record", "recorded_head", short(st.HeadSHA))
+		return "", nil
 	}
 	sig, err := review.Gather(ctx, timeoutSource{s.d.GitHub}, pr, anchor)
 	if err != nil {
@@ -334,7 +338,7 @@ func (a *attempt) prompt(ctx context.Context, st state.PR) (string, error) {
 	authz := s.auth.For(ctx, pr.RepoRef(), func(login string, err error) {
 		a.log.Warn("permission lookup failed; not counting the user this time", "user", login, "err", err)
 	})
-	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: a.pull.GetUser().GetLogin()}, s.policy, authz)
+	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: a.pull.GetUser().GetLogin(), Addressed: st.Addressed()}, s.policy, authz)
 	if v.Status != events.StatusChangesRequested || len(v.Feedback) == 0 {
 		a.log.Info("review status is no longer changes requested", "status", v.Status)
 		return "", nil
@@ -365,21 +369,6 @@ func (a *attempt) prompt(ctx context.Context, st state.PR) (string, error) {
 	}
 	a.log.Info("feedback gathered", "comments", len(data.Comments), "context_files", len(data.Context))
 	return Render(s.tmpl, data)
-}
-
-// anchor is when the head became the head, when the PR's state does not
-// say: prloop's own push, or the head commit's date.
-func (a *attempt) anchor(ctx context.Context, st state.PR) (time.Time, error) {
-	if a.req.HeadSHA == st.PushedHeadSHA && !st.PushedAt.IsZero() {
-		return st.PushedAt, nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
-	defer cancel()
-	t, err := a.s.d.GitHub.GetCommitDate(ctx, a.req.PR.RepoRef(), a.req.HeadSHA)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("read head commit of %s: %w", a.req.PR, err)
-	}
-	return t, nil
 }
 
 // fixResult is a verified fix.

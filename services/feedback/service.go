@@ -53,7 +53,6 @@ type GitHub interface {
 	review.Source
 	GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error)
 	GetPermission(ctx context.Context, repo ghref.Repo, login string) (string, error)
-	GetCommitDate(ctx context.Context, repo ghref.Repo, ref string) (time.Time, error)
 	GitToken(ctx context.Context) (github.Secret, error)
 }
 

@@ -128,6 +128,10 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 				CommentIDs: v.CommentIDs(), ReviewIDs: v.ReviewIDs(), Reviewers: authors(v.Feedback),
 			}, Parts: parts})
 			next.FeedbackHeadSHA = next.HeadSHA
+			next.AskedItems = nil
+			for _, it := range v.Feedback {
+				next.AskedItems = append(next.AskedItems, it.Key())
+			}
 		default:
 			out = append(out, Emit{Data: &events.ReviewPending{Base: base, Status: events.StatusPending}, Parts: parts})
 			status = events.StatusPending

@@ -60,7 +60,10 @@ func TestDecide(t *testing.T) {
 			name: "changes requested records the head being addressed", cur: watched,
 			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusChangesRequested, Feedback: []review.Item{{Kind: review.KindComment, ID: 5, Author: "alice"}}}, Now: now},
 			wantTypes: []events.Type{events.TypeFeedbackReceived}, wantIDs: [][]string{{"h1", "2"}},
-			check: func(t *testing.T, n state.PR) { assert.Equal(t, "h1", n.FeedbackHeadSHA) },
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, "h1", n.FeedbackHeadSHA)
+				assert.Equal(t, []string{"comment:5"}, n.AskedItems, "what a fix will have addressed, by identity")
+			},
 		},
 		{
 			name: "no second feedback for a head being addressed",

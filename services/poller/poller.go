@@ -51,7 +51,6 @@ type GitHub interface {
 	ListIssueSummariesIfChanged(ctx context.Context, repo ghref.Repo, opts github.IssueListOptions, prev string) ([]github.IssueSummary, string, error)
 	ListPullSummariesIfChanged(ctx context.Context, repo ghref.Repo, state, prev string) ([]github.PullSummary, string, error)
 	GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error)
-	GetCommitDate(ctx context.Context, repo ghref.Repo, sha string) (time.Time, error)
 	GetPermission(ctx context.Context, repo ghref.Repo, login string) (string, error)
 }
 
@@ -500,6 +499,9 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 			p.PushedHeadSHA, p.PushedAt, p.LastPushAt = d.HeadSHA, pushedAt, pushedAt
 			if p.FeedbackHeadSHA == d.PreviousHeadSHA {
 				p.FeedbackHeadSHA = ""
+				p.AddressedItems = append(p.AddressedItems, p.AskedItems...)
+				p.AddressedItems = p.AddressedItems[max(0, len(p.AddressedItems)-state.MaxAddressedItems):]
+				p.AskedItems = nil
 			}
 			return nil
 		})

@@ -85,20 +85,21 @@ func TestPoller_StaleSignalsDoNotCount(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
 	_, err := e.sim.AddIssueComment(e.pr, "alice", "old remark")
 	require.NoError(t, err)
 	e.tick()
 	_, err = e.sim.AddReaction(e.pr, "alice", "+1")
 	require.NoError(t, err)
-	e.tick()
-	e.watch(e.pr)
-	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor) // the 👍 is newer than the head commit
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor) // the 👍 came after prloop saw the head
 
 	// Someone else pushes: the approval and the comment are now stale.
 	e.tick()
 	head2, err := e.sim.PushCommit(e.repo, "feature", "agent", map[string]string{"b.go": "package main\n"}, "More")
 	require.NoError(t, err)
-	pending := e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor).Data.(*events.ReviewPending)
+	pending := e.rec.WaitCount(t, e.pr, events.TypeReviewPending, 2, waitFor).Data.(*events.ReviewPending)
 	assert.Equal(t, head2, pending.HeadSHA)
 
 	// Nothing else happens on the new head however often it is polled.
@@ -106,6 +107,65 @@ func TestPoller_StaleSignalsDoNotCount(t *testing.T) {
 	e.waitProbes(10)
 	assert.Len(t, e.rec.For(e.pr), seq, "no event from stale signals: %v", e.rec.Types(e.pr))
 	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeReviewApproved))
+}
+
+// TestPoller_BackdatedHeadAtWatchStartIsNotApproved: a commit's dates are
+// its author's to choose. A head pushed after alice's 👍 but dated before it
+// must not be approved by that 👍 when watching begins: only signals that
+// prloop saw come after the head count, and alice's next 👍 approves.
+func TestPoller_BackdatedHeadAtWatchStartIsNotApproved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.tick()
+	_, err := e.sim.AddReaction(e.pr, "alice", "+1") // on the reviewed head
+	require.NoError(t, err)
+	e.tick()
+	backdated, err := e.sim.PushCommitDated(e.repo, "feature", "agent", map[string]string{"evil.go": "package main\n"},
+		"Unreviewed change", e.sim.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	e.tick()
+	e.watch(e.pr)
+	pending := e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor).Data.(*events.ReviewPending)
+	assert.Equal(t, backdated, pending.HeadSHA)
+	e.waitProbes(5)
+	assert.Zero(t, e.rec.Count(e.pr, events.TypeReviewApproved), "an old 👍 approved a backdated head: %v", e.rec.Types(e.pr))
+
+	e.tick()
+	_, err = e.sim.AddReaction(e.pr, "bob", "+1")
+	require.NoError(t, err)
+	approved := e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor).Data.(*events.ReviewApproved)
+	assert.Equal(t, backdated, approved.HeadSHA)
+	assert.Equal(t, []string{"bob"}, approved.Approvers)
+}
+
+// TestPoller_AddressedFeedbackNeverAsksAgain: a comment a fix addressed is
+// known by its id, not by its timestamp. GitHub's timestamps have whole
+// seconds, so a comment in the same second as the fix's push looks fresh on
+// the fix's head; it must not request changes again.
+func TestPoller_AddressedFeedbackNeverAsksAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config())
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
+	id, err := e.sim.AddIssueComment(e.pr, "alice", "please fix")
+	require.NoError(t, err)
+	asked := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
+	require.Equal(t, []int64{id}, asked.CommentIDs)
+
+	// The fix lands in the same (simulated) second as the comment.
+	fix, err := e.sim.PushCommit(e.repo, "feature", "prloop-bot", map[string]string{"fix.go": "package main\n"}, "Fix")
+	require.NoError(t, err)
+	_, _, err = e.emit.Emit(t.Context(), &events.FeedbackAddressed{
+		Base: events.Base{PR: e.pr, HeadSHA: fix}, PreviousHeadSHA: asked.HeadSHA, FixCycle: 1, PushedAt: e.sim.Now(),
+	}, "test")
+	require.NoError(t, err)
+	pending := e.rec.WaitCount(t, e.pr, events.TypeReviewPending, 2, waitFor).Data.(*events.ReviewPending)
+	assert.Equal(t, fix, pending.HeadSHA)
+	e.waitProbes(5)
+	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeFeedbackReceived), "the addressed comment asked again: %v", e.rec.Types(e.pr))
 }
 
 // TestPoller_UnauthorizedSignalsIgnored: a reader's 👍, the author's own

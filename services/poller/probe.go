@@ -288,15 +288,14 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		}
 	default:
 		if head != cur.HeadSHA {
-			switch {
-			case head == cur.PushedHeadSHA && !cur.PushedAt.IsZero():
+			// When did this head become the head? Never the commit's own
+			// dates: its author sets them, and a backdated commit would let
+			// an old 👍 approve it. prloop's own push is known; otherwise
+			// only signals after prloop first saw the head count (an
+			// untouched PR, above, proves more: its head came with it).
+			if head == cur.PushedHeadSHA && !cur.PushedAt.IsZero() {
 				anchor = cur.PushedAt
-			case cur.HeadSHA == "":
-				anchor, err = s.d.GitHub.GetCommitDate(ctx, pr.RepoRef(), head)
-				if err != nil {
-					return fmt.Errorf("read head commit of %s: %w", pr, err)
-				}
-			default:
+			} else {
 				anchor = s.d.Now()
 			}
 		}
@@ -313,7 +312,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	authz := s.auth.For(ctx, pr.RepoRef(), func(login string, err error) {
 		log.Warn("permission lookup failed; not counting the user this time", "user", login, "err", err)
 	})
-	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: author}, s.policy, authz)
+	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: author, Addressed: cur.Addressed()}, s.policy, authz)
 	obs := Observation{
 		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url,
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Now: s.d.Now(),
