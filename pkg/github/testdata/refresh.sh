@@ -9,6 +9,7 @@
 # scenarios the tests use are kept. Tests never run this script.
 set -euo pipefail
 src=${1:?usage: refresh.sh path/to/scenarios/api.github.com}
+src=$(realpath "$src")
 cd "$(dirname "$0")"
 for scenario in paginate-issues errors branch-protection; do
   mkdir -p "fixtures/$scenario"

@@ -12,20 +12,11 @@
 # committed output.
 set -euo pipefail
 src=${1:?usage: refresh.sh path/to/api.github.com.deref.json}
+src=$(realpath "$src")
 cd "$(dirname "$0")"
-jq -r '
-# strip drops prose and examples and keeps every schema keyword; a
-# properties map is walked without filtering its keys, since GitHub objects
-# have fields named "description", "title" and "example".
-def strip:
-  if type == "object" then
-    with_entries(
-      if .key == "properties" and (.value | type) == "object" then .value |= map_values(strip)
-      elif (.key == "description" or .key == "summary" or .key == "title") and (.value | type) == "string" then empty
-      elif .key == "example" or .key == "examples" then empty
-      else .value |= strip end)
-  elif type == "array" then map(strip)
-  else . end;
+jq -L ../../../pkg/ghsim/testdata -r '
+# strip is shared with the OpenAPI cut of pkg/ghsim.
+include "strip";
 [
   "pull-request-opened", "pull-request-synchronize", "pull-request-closed", "pull-request-reopened",
   "pull-request-review-submitted", "pull-request-review-comment-created",
