@@ -553,6 +553,9 @@ func TestCommitAndUser_ServeGitFacts(t *testing.T) {
 
 	byBranch := call(t, e.srv, "GET", "/repos/octo/socket.io/commits/feature", tokAlice, nil)
 	assert.Equal(t, 200, byBranch.StatusCode)
+	root := call(t, e.srv, "GET", "/repos/octo/socket.io/commits/main", tokAlice, nil)
+	require.Equal(t, 200, root.StatusCode)
+	assert.Equal(t, []any{}, root.obj(t)["parents"], "the first commit's parents: an empty list, as on GitHub, not null")
 	assert.Equal(t, 422, call(t, e.srv, "GET", "/repos/octo/socket.io/commits/nope", tokAlice, nil).StatusCode)
 
 	me := call(t, e.srv, "GET", "/user", tokBot, nil)

@@ -75,7 +75,7 @@
 // someone reacts to it, and the sim behaves so: adding or removing a
 // reaction changes the `reactions` rollup in the issue list (and so that
 // list's ETag) but not updated_at. GitHub does not document this either
-// way, and the recorded fixtures in shared/github-api contain no reaction
+// way, and the exchanges recorded in @octokit/fixtures contain no reaction
 // writes. The available evidence agrees with the assumption: stale bots
 // that key on updated_at (actions/stale, probot/stale) ignore reactions, and
 // keeping reacted-to issues alive needed a separate option that fetches

@@ -739,7 +739,7 @@ func (s *Sim) listReviewComments(c *reqCtx) *result {
 	if res != nil {
 		return res
 	}
-	return s.reviewCommentList(c, rp, p.rcomments)
+	return s.reviewCommentList(c, rp, func() []*reviewComment { return p.rcomments })
 }
 
 func (s *Sim) listRepoReviewComments(c *reqCtx) *result {
@@ -747,10 +747,14 @@ func (s *Sim) listRepoReviewComments(c *reqCtx) *result {
 	if res != nil {
 		return res
 	}
-	return s.reviewCommentList(c, rp, nil)
+	return s.reviewCommentList(c, rp, func() []*reviewComment { return rp.rcomments })
 }
 
-func (s *Sim) reviewCommentList(c *reqCtx, rp *repo, of []*reviewComment) *result {
+// reviewCommentList serves a list of review comments; of returns the ones
+// in scope (a PR's or the repository's) and runs with rp.mu held. A
+// function, not a slice, so that a PR without comments cannot be mistaken
+// for "no scope" and the slice is read under the lock.
+func (s *Sim) reviewCommentList(c *reqCtx, rp *repo, of func() []*reviewComment) *result {
 	since, res := c.since()
 	if res != nil {
 		return res
@@ -759,10 +763,7 @@ func (s *Sim) reviewCommentList(c *reqCtx, rp *repo, of []*reviewComment) *resul
 	desc := sortBy != "" && c.desc(false)
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	if of == nil {
-		of = rp.rcomments
-	}
-	sel := sinceSorted(of, func(rc *reviewComment) (int64, time.Time, time.Time) { return rc.id, rc.created, rc.updated }, since, sortBy, desc)
+	sel := sinceSorted(of(), func(rc *reviewComment) (int64, time.Time, time.Time) { return rc.id, rc.created, rc.updated }, since, sortBy, desc)
 	return c.paged(len(sel), func(i int) json.RawMessage { return marshal(reviewCommentWire(rp, sel[i], c.base)) })
 }
 
@@ -1017,10 +1018,12 @@ type jCommit struct {
 	} `json:"commit"`
 	Author    json.RawMessage `json:"author"`
 	Committer json.RawMessage `json:"committer"`
-	Parents   []struct {
-		SHA string `json:"sha"`
-		URL string `json:"url"`
-	} `json:"parents"`
+	Parents   []jParent       `json:"parents"`
+}
+
+type jParent struct {
+	SHA string `json:"sha"`
+	URL string `json:"url"`
 }
 
 // getCommit serves GET /repos/{owner}/{repo}/commits/{ref} from the git
@@ -1055,11 +1058,9 @@ func (s *Sim) getCommit(c *reqCtx) *result {
 	w.Commit.Message = strings.TrimRight(f[9], "\n")
 	w.Commit.URL = u + "/git/commits/" + f[0]
 	w.Author, w.Committer = json.RawMessage("null"), json.RawMessage("null")
+	w.Parents = []jParent{} // a root commit has parents [], not null
 	for _, p := range strings.Fields(f[2]) {
-		w.Parents = append(w.Parents, struct {
-			SHA string `json:"sha"`
-			URL string `json:"url"`
-		}{SHA: p, URL: u + "/commits/" + p})
+		w.Parents = append(w.Parents, jParent{SHA: p, URL: u + "/commits/" + p})
 	}
 	return jsonResult(200, w)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,37 +28,16 @@ var (
 	specErr  error
 )
 
-// sharedDir finds ../shared/github-api beside the checkout (the directory
-// holding go.work).
-func sharedDir() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return filepath.Join(dir, "..", "shared", "github-api"), nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.work above the test's working directory")
-		}
-		dir = parent
-	}
-}
+// specFile is GitHub's OpenAPI description cut down to the operations the
+// simulator serves; testdata/README.md says where it comes from.
+const specFile = "testdata/rest-openapi.json"
 
 func loadSpec(t *testing.T) map[string]any {
 	t.Helper()
 	specOnce.Do(func() {
-		dir, err := sharedDir()
+		b, err := os.ReadFile(specFile)
 		if err != nil {
-			specErr = err
-			return
-		}
-		p := filepath.Join(dir, "rest-openapi-subset.json")
-		b, err := os.ReadFile(p)
-		if err != nil {
-			specErr = fmt.Errorf("GitHub OpenAPI contract missing (expected at %s, beside the checkout): %w", p, err)
+			specErr = fmt.Errorf("read the GitHub OpenAPI contract: %w", err)
 			return
 		}
 		specErr = json.Unmarshal(b, &specDoc)

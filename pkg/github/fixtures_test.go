@@ -36,7 +36,7 @@ func (r recorded) header() http.Header {
 
 func loadFixture(t *testing.T, scenario string) []recorded {
 	t.Helper()
-	p := filepath.Join(apiDataDir(t), "fixtures", scenario, "raw-fixture.json")
+	p := filepath.Join("testdata", "fixtures", scenario, "raw-fixture.json")
 	b, err := os.ReadFile(p)
 	require.NoError(t, err, "recorded GitHub exchanges for scenario %q", scenario)
 	var rs []recorded

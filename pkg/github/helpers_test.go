@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -83,27 +81,4 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(string(bytes.TrimRight(p, "\n")))
 	return len(p), nil
-}
-
-// apiDataDir finds /work/shared/github-api as ../shared/github-api from the
-// directory holding go.work.
-func apiDataDir(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatalf("no go.work above the test's directory: cannot locate ../shared/github-api")
-		}
-		dir = parent
-	}
-	data := filepath.Join(dir, "..", "shared", "github-api")
-	if _, err := os.Stat(filepath.Join(data, "fixtures")); err != nil {
-		t.Fatalf("GitHub API reference data missing: want %s/fixtures (from ../shared/github-api next to the repository root): %v", data, err)
-	}
-	return data
 }

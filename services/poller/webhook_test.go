@@ -135,8 +135,8 @@ func TestWebhook_MalformedAndHostile(t *testing.T) {
 // each accepted event with the type it is decoded as.
 func TestWebhook_PayloadFieldsMatchGitHubSchemas(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "github-api", "webhooks-openapi-subset.json"))
-	require.NoError(t, err, "GitHub's webhook schemas belong at ../shared/github-api beside the checkout")
+	raw, err := os.ReadFile(filepath.Join("testdata", "webhooks-openapi.json"))
+	require.NoError(t, err, "GitHub's webhook schemas (testdata/README.md says where they come from)")
 	var doc struct {
 		Webhooks map[string]struct {
 			Post struct {
