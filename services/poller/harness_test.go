@@ -48,9 +48,26 @@ type env struct {
 	stop func()
 }
 
-func newEnv(t *testing.T) *env {
+// tinyPages is the simulator's page size in these tests unless one asks
+// for another: with 3 items a page, the few signals a test makes cross page
+// boundaries, as a busy PR's do on GitHub at 100.
+const tinyPages = 3
+
+// githubPages is GitHub's page size, for the tests that also run with it.
+const githubPages = 100
+
+// pageSizes are the page sizes a test of the whole lifecycle runs with.
+var pageSizes = []int{githubPages, tinyPages}
+
+// newEnv builds the world with the simulator's page size capped at
+// maxPerPage (default tinyPages).
+func newEnv(t *testing.T, maxPerPage ...int) *env {
 	t.Helper()
-	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir()})
+	per := tinyPages
+	if len(maxPerPage) > 0 {
+		per = maxPerPage[0]
+	}
+	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir(), MaxPerPage: per})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sim.Close() })
 	srv := httptest.NewServer(sim)

@@ -29,11 +29,22 @@ type World struct {
 	Repo   ghref.Repo
 }
 
+// Option adjusts the simulator a world starts.
+type Option func(*ghsim.Options)
+
+// MaxPerPage caps the simulator's page size at n (GitHub's is 100), so
+// that a few items make a list cross a page boundary.
+func MaxPerPage(n int) Option { return func(o *ghsim.Options) { o.MaxPerPage = n } }
+
 // Start starts a world whose repository's first commit holds files
 // (default: a main.go). Everything stops when the test ends.
-func Start(t testing.TB, files map[string]string) *World {
+func Start(t testing.TB, files map[string]string, opts ...Option) *World {
 	t.Helper()
-	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir()})
+	so := ghsim.Options{Dir: t.TempDir()}
+	for _, o := range opts {
+		o(&so)
+	}
+	sim, err := ghsim.New(so)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sim.Close() })
 	srv := httptest.NewServer(sim)
