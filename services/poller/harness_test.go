@@ -15,6 +15,7 @@ import (
 	"github.com/prloop/prloop/pkg/events/eventstest"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/natsx"
@@ -48,22 +49,12 @@ type env struct {
 	stop func()
 }
 
-// tinyPages is the simulator's page size in these tests unless one asks
-// for another: with 3 items a page, the few signals a test makes cross page
-// boundaries, as a busy PR's do on GitHub at 100.
-const tinyPages = 3
-
-// githubPages is GitHub's page size, for the tests that also run with it.
-const githubPages = 100
-
-// pageSizes are the page sizes a test of the whole lifecycle runs with.
-var pageSizes = []int{githubPages, tinyPages}
-
 // newEnv builds the world with the simulator's page size capped at
-// maxPerPage (default tinyPages).
+// maxPerPage (default simtest.TinyPages, so that the few signals a test
+// makes cross page boundaries).
 func newEnv(t *testing.T, maxPerPage ...int) *env {
 	t.Helper()
-	per := tinyPages
+	per := simtest.TinyPages
 	if len(maxPerPage) > 0 {
 		per = maxPerPage[0]
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
 )
 
 // newSignalWithin bounds how long a signal may take to reach the poller:
@@ -83,7 +84,7 @@ func TestPoller_SignalOnANewPageIsSeen(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, tinyPages)
+			e := newEnv(t, simtest.TinyPages)
 			e.start(e.config())
 			e.watch(e.pr)
 			e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/poller"
@@ -27,7 +28,7 @@ import (
 // new head → 👍 approved, at GitHub's page size and with pages of 3.
 func TestPoller_EmojiLifecycle(t *testing.T) {
 	t.Parallel()
-	for _, per := range pageSizes {
+	for _, per := range simtest.PageSizes {
 		t.Run(fmt.Sprintf("per_page=%d", per), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, per)

@@ -29,6 +29,18 @@ type World struct {
 	Repo   ghref.Repo
 }
 
+// Page sizes for the simulator (MaxPerPage) in integration tests.
+const (
+	// TinyPages makes the few items a test creates cross page boundaries,
+	// as a busy PR's signals do on GitHub.
+	TinyPages = 3
+	// GitHubPages is GitHub's cap on per_page.
+	GitHubPages = 100
+)
+
+// PageSizes are the page sizes a test of a whole lifecycle runs with.
+var PageSizes = []int{GitHubPages, TinyPages}
+
 // Option adjusts the simulator a world starts.
 type Option func(*ghsim.Options)
 
