@@ -24,8 +24,9 @@ func runGHSim(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := fs.String("addr", "127.0.0.1:0", "address to serve the simulated GitHub API on (port 0 picks a free one)")
 	dir := fs.String("dir", "", "directory for the simulator's git repositories (default: a temporary directory removed on exit)")
 	seed := fs.Bool("seed", true, "create the demo repository demo/widgets with one PR and tokens for its users")
+	maxPerPage := fs.Int("max-per-page", 100, "largest page of any list, whatever per_page a client asks for (GitHub's cap is 100; a small one makes lists cross page boundaries)")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: prloop ghsim [-addr 127.0.0.1:PORT] [-dir DIR] [-seed=false]\n\nServes a GitHub simulator backed by real git repositories, for tests and\ndemos without a token or network. Point prloop at it with\nPRLOOP_GITHUB_API_URL=<the printed URL> and GITHUB_TOKEN=<a printed token>.\n\n")
+		fmt.Fprint(stderr, "Usage: prloop ghsim [-addr 127.0.0.1:PORT] [-dir DIR] [-seed=false] [-max-per-page N]\n\nServes a GitHub simulator backed by real git repositories, for tests and\ndemos without a token or network. Point prloop at it with\nPRLOOP_GITHUB_API_URL=<the printed URL> and GITHUB_TOKEN=<a printed token>.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -48,7 +49,7 @@ func runGHSim(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("listen on %s: %w (pick another -addr)", *addr, err)
 	}
 	url := "http://" + ln.Addr().String()
-	sim, err := ghsim.New(ghsim.Options{Dir: gitDir, RealClock: true, BaseURL: url, Logger: logging.New(stderr, "warn", "auto")})
+	sim, err := ghsim.New(ghsim.Options{Dir: gitDir, RealClock: true, BaseURL: url, MaxPerPage: *maxPerPage, Logger: logging.New(stderr, "warn", "auto")})
 	if err != nil {
 		ln.Close()
 		return err

@@ -16,6 +16,15 @@ import (
 // "[bot]"); an existing user is left as it is.
 func (s *Sim) AddUser(login string, isBot bool) { s.ensureUser(login, isBot) }
 
+// SetMaxPerPage caps the page size of every list at n (at most GitHub's
+// 100; n <= 0 restores 100), whatever per_page a client asks for.
+func (s *Sim) SetMaxPerPage(n int) {
+	if n <= 0 || n > maxPerPage {
+		n = maxPerPage
+	}
+	s.maxPerPage.Store(int64(n))
+}
+
 // AddToken makes token authenticate as login, creating the user if needed.
 func (s *Sim) AddToken(token, login string) {
 	u := s.ensureUser(login, false)

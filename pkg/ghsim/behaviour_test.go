@@ -215,6 +215,35 @@ func TestPagination_LinkHeaders(t *testing.T) {
 	}
 }
 
+// TestPagination_MaxPerPage: the cap clamps whatever per_page the client
+// asks for, and a page whose items did not change answers 304 with the Link
+// of the grown list, as GitHub does, so a client can see the new page.
+func TestPagination_MaxPerPage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{MaxPerPage: 3})
+	for _, body := range []string{"one", "two", "three"} {
+		_, err := e.sim.AddIssueComment(e.pr, "alice", body)
+		require.NoError(t, err)
+	}
+	const path = "/repos/octo/socket.io/issues/1/comments?per_page=100"
+	first := call(t, e.srv, "GET", path, tokAlice, nil)
+	require.Equal(t, 200, first.StatusCode)
+	assert.Len(t, first.list(t), 3, "a full page of 3")
+	assert.Empty(t, links(t, first), "exactly one page")
+
+	_, err := e.sim.AddIssueComment(e.pr, "alice", "four") // lands on page 2
+	require.NoError(t, err)
+	again := call(t, e.srv, "GET", path, tokAlice, nil, "If-None-Match", first.Header.Get("ETag"))
+	require.Equal(t, 304, again.StatusCode, "page 1 holds the same 3 comments")
+	base := e.srv.URL + "/repos/octo/socket.io/issues/1/comments?"
+	assert.Equal(t, map[string]string{"next": base + "page=2&per_page=3", "last": base + "page=2&per_page=3"}, links(t, again),
+		"the 304 carries the Link of the grown list")
+
+	e.sim.SetMaxPerPage(0)
+	all := call(t, e.srv, "GET", path, tokAlice, nil)
+	assert.Len(t, all.list(t), 4, "0 restores GitHub's cap of 100")
+}
+
 func TestFaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -48,9 +48,14 @@
 //   - Conditional requests: a strong ETag on every GET 200, a hash of the
 //     body and of the caller (GitHub's ETags are per token);
 //     If-None-Match (and If-Modified-Since where Last-Modified is sent)
-//     answers 304 with an empty body.
-//   - Pagination: page/per_page (default 30, max 100) and Link headers with
-//     first/prev/next/last absolute URLs on every list.
+//     answers 304 with an empty body and the headers the 200 would carry,
+//     Link included: the ETag covers the body only, so a page whose items
+//     did not change answers 304 even when the list grew a page after it,
+//     and only the 304's Link tells.
+//   - Pagination: page/per_page (default 30, max 100, or
+//     Options.MaxPerPage / SetMaxPerPage, e.g. 3 in tests, so that lists
+//     cross page boundaries) and Link headers with first/prev/next/last
+//     absolute URLs on every list.
 //   - Errors in GitHub's shape {message, documentation_url, status,
 //     errors?}: 404 for unknown routes, 400 "Problems parsing JSON", 422
 //     "Validation Failed" with errors[] (plain strings on the reviews

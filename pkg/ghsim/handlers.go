@@ -97,12 +97,16 @@ func (c *reqCtx) decode(v any) *result {
 
 func (c *reqCtx) q(k string) string { return c.r.URL.Query().Get(k) }
 
+// maxPerPage is GitHub's cap on per_page.
+const maxPerPage = 100
+
 func (c *reqCtx) pageParams() (page, per int) {
 	q := c.r.URL.Query()
 	per, page = 30, 1
 	if v, err := strconv.Atoi(q.Get("per_page")); err == nil && v > 0 {
-		per = min(v, 100)
+		per = v
 	}
+	per = min(per, int(c.s.maxPerPage.Load()))
 	if v, err := strconv.Atoi(q.Get("page")); err == nil && v > 0 {
 		page = v
 	}

@@ -41,6 +41,11 @@ type Options struct {
 	// SecondaryPerMinute, when positive, answers a token's requests beyond
 	// that many in a sliding minute with GitHub's secondary-limit 403.
 	SecondaryPerMinute int
+	// MaxPerPage caps the page size of every list, whatever per_page a
+	// client asks for, as GitHub caps it at 100 (the default). Tests set it
+	// small, e.g. 3, so that a few items cross a page boundary. SetMaxPerPage
+	// changes it while serving.
+	MaxPerPage int
 	// BaseURL is where the sim is served, for urls in bodies and Link
 	// headers. Empty: derived from each request's Host.
 	BaseURL string
@@ -71,8 +76,9 @@ type Sim struct {
 	clockMu sync.Mutex
 	fake    time.Time
 
-	nextID atomic.Int64
-	reqID  atomic.Int64
+	nextID     atomic.Int64
+	reqID      atomic.Int64
+	maxPerPage atomic.Int64
 
 	mu     sync.RWMutex
 	users  map[string]*user // lower login
@@ -135,6 +141,7 @@ func New(opts Options) (*Sim, error) {
 		repos:   map[string]*repo{},
 		buckets: map[string]*bucket{},
 	}
+	s.SetMaxPerPage(opts.MaxPerPage)
 	s.gitEnv = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,

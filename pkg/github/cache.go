@@ -10,6 +10,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 
@@ -70,6 +71,9 @@ func (t *conditionalTransport) RoundTrip(req *http.Request) (*http.Response, err
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if full := ent.response(resp); full != nil {
+			if fresh := ent.freshened(full.Header); fresh != nil {
+				t.cache.put(fresh)
+			}
 			return full, nil
 		}
 		// Unreadable memory: forget it and ask again, unconditionally.
@@ -117,6 +121,10 @@ type cacheEntry struct {
 	// watching 10,000 PRs revalidates about 250 MB of list pages each tick).
 	body []byte
 	size int64
+	// items is the number of elements of a JSON array body, -1 for any
+	// other body: what a pagination loop needs to tell a full page from
+	// the last one without decompressing the body (see walkPages).
+	items int
 }
 
 // newEntry returns nil for a response not worth keeping: no validator to
@@ -134,18 +142,38 @@ func newEntry(key string, h http.Header, body []byte) *cacheEntry {
 	// the compressed bytes, or the cache would hold the whole buffer while
 	// counting a fraction of it.
 	e.body = bytes.Clone(s2.EncodeBetter(nil, body))
-	e.size = int64(len(key) + len(e.body))
+	e.items = arrayLen(body)
+	e.setSize()
+	return e
+}
+
+func (e *cacheEntry) setSize() {
+	e.size = int64(len(e.key) + len(e.body))
 	for k, vs := range e.header {
 		for _, v := range vs {
 			e.size += int64(len(k) + len(v))
 		}
 	}
-	return e
+}
+
+// freshened returns the entry with the headers of a revalidated response
+// (the 304's merged over the stored ones, RFC 9111 §4.3.4), or nil when
+// the validators and Link are unchanged. Link matters most: GitHub sends it
+// on a 304, and a page whose items did not change gains a next page when
+// the list grows past it; the stored Link would say there is none.
+func (e *cacheEntry) freshened(h http.Header) *cacheEntry {
+	if slices.Equal(h.Values("Link"), e.header.Values("Link")) && h.Get("ETag") == e.etag && h.Get("Last-Modified") == e.lastModified {
+		return nil
+	}
+	f := &cacheEntry{key: e.key, etag: h.Get("ETag"), lastModified: h.Get("Last-Modified"), header: h.Clone(), body: e.body, items: e.items}
+	f.header.Del(CacheHeader)
+	f.setSize()
+	return f
 }
 
 // response builds the 200 that a 304 stands for: remembered body and
 // representation headers, the 304's other headers (rate limits, Date, a new
-// ETag), marked as revalidated. It returns nil if the remembered body is
+// ETag, a Link that replaces the remembered one), marked as revalidated. It returns nil if the remembered body is
 // corrupt, which the caller treats as a miss.
 func (e *cacheEntry) response(notModified *http.Response) *http.Response {
 	n, err := s2.DecodedLen(e.body)
@@ -155,7 +183,7 @@ func (e *cacheEntry) response(notModified *http.Response) *http.Response {
 	h := e.header.Clone()
 	for k, vs := range notModified.Header {
 		switch k {
-		case "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding", "Link":
+		case "Content-Length", "Content-Type", "Content-Encoding", "Transfer-Encoding":
 			continue
 		}
 		h[k] = append([]string(nil), vs...)
@@ -169,7 +197,7 @@ func (e *cacheEntry) response(notModified *http.Response) *http.Response {
 		ProtoMajor:    notModified.ProtoMajor,
 		ProtoMinor:    notModified.ProtoMinor,
 		Header:        h,
-		Body:          &cachedBody{compressed: e.body},
+		Body:          &cachedBody{compressed: e.body, items: e.items},
 		ContentLength: int64(n),
 		Request:       notModified.Request,
 		TLS:           notModified.TLS,
@@ -181,6 +209,7 @@ func (e *cacheEntry) response(notModified *http.Response) *http.Response {
 // compressed bytes through WriteTo and never pays for decompression.
 type cachedBody struct {
 	compressed []byte
+	items      int // see cacheEntry.items
 	r          *bytes.Reader
 	err        error
 }
@@ -232,6 +261,15 @@ type lazySink struct {
 
 // Write appends a fresh body's bytes.
 func (s *lazySink) Write(p []byte) (int, error) { return s.buf.Write(p) }
+
+// Items returns the number of elements of a JSON array body, -1 for any
+// other body, without decompressing a remembered one.
+func (s *lazySink) Items() int {
+	if s.lazy != nil {
+		return s.lazy.items
+	}
+	return arrayLen(s.buf.Bytes())
+}
 
 // Bytes returns the body, decompressing a remembered one.
 func (s *lazySink) Bytes() ([]byte, error) {
@@ -303,4 +341,41 @@ func (c *lruCache) stats() (int, int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.items), c.size
+}
+
+// arrayLen counts the elements of a JSON array in one pass over its bytes,
+// without decoding them; it returns -1 for anything else. The body is
+// assumed valid JSON (the cache keeps no other).
+func arrayLen(b []byte) int {
+	b = bytes.TrimSpace(b)
+	if len(b) < 2 || b[0] != '[' {
+		return -1
+	}
+	n, depth, inString, empty := 0, 0, false, true
+	for i := 1; i < len(b)-1; i++ {
+		switch ch := b[i]; {
+		case inString:
+			switch ch {
+			case '\\':
+				i++
+			case '"':
+				inString = false
+			}
+		case ch == '"':
+			inString, empty = true, false
+		case ch == '[' || ch == '{':
+			depth++
+			empty = false
+		case ch == ']' || ch == '}':
+			depth--
+		case ch == ',' && depth == 0:
+			n++
+		case ch != ' ' && ch != '\t' && ch != '\n' && ch != '\r':
+			empty = false
+		}
+	}
+	if empty {
+		return 0
+	}
+	return n + 1
 }

@@ -25,14 +25,11 @@ func listIfChanged[T any](ctx context.Context, c *Client, u, prev string) (items
 	var pages []*lazySink
 	h := sha256.New()
 	versioned := true
-	for page := 1; u != ""; page++ {
-		if page > maxPages {
-			return nil, "", fmt.Errorf("GET %s: more than %d pages, giving up", pathOnly(u), maxPages)
-		}
+	err = c.walkPages(u, func(u string) (*gh.Response, int, error) {
 		sink := &lazySink{}
 		resp, err := c.send(ctx, http.MethodGet, u, nil, sink, true)
 		if err != nil {
-			return nil, "", err
+			return nil, 0, err
 		}
 		etag := resp.Header.Get("ETag")
 		if etag == "" {
@@ -41,14 +38,10 @@ func listIfChanged[T any](ctx context.Context, c *Client, u, prev string) (items
 		h.Write([]byte(etag))
 		h.Write([]byte{0})
 		pages = append(pages, sink)
-		next, err := c.nextLink(resp)
-		if err != nil {
-			return nil, "", err
-		}
-		if next == u {
-			return nil, "", fmt.Errorf("GET %s: next page link points to itself", pathOnly(u))
-		}
-		u = next
+		return resp, sink.Items(), nil
+	})
+	if err != nil {
+		return nil, "", err
 	}
 	if versioned {
 		version = hex.EncodeToString(h.Sum(nil))

@@ -445,18 +445,24 @@ func pathOnly(u string) string {
 	return u
 }
 
-// paginate GETs u and every page its Link rel="next" headers lead to, calling
-// each with every decoded page. Every page is its own conditional request.
-func paginate[P any](ctx context.Context, c *Client, u string, each func(P)) error {
+// walkPages is the one pagination loop every list shares. It GETs u with
+// get, which reports the response and how many items the page held, then
+// follows rel="next". A page that came back full with no next link is not
+// taken as the last: the Link it carries may be a remembered one (a 304
+// without Link keeps the stored header), and a list that grew past a page
+// boundary changes no byte of that page. So the next page is asked for
+// anyway, conditionally like every page; an empty (or short) one ends the
+// walk, and on an unchanged list it costs a 304, no quota.
+func (c *Client) walkPages(u string, get func(u string) (resp *gh.Response, items int, err error)) error {
+	prevETag := ""
 	for page := 1; u != ""; page++ {
 		if page > maxPages {
 			return fmt.Errorf("GET %s: more than %d pages, giving up", pathOnly(u), maxPages)
 		}
-		v, resp, err := doJSON[P](ctx, c, http.MethodGet, u, nil, true)
+		resp, items, err := get(u)
 		if err != nil {
 			return err
 		}
-		each(v)
 		next, err := c.nextLink(resp)
 		if err != nil {
 			return err
@@ -464,15 +470,72 @@ func paginate[P any](ctx context.Context, c *Client, u string, each func(P)) err
 		if next == u {
 			return fmt.Errorf("GET %s: next page link points to itself", pathOnly(u))
 		}
-		u = next
+		etag := ""
+		if resp != nil && resp.Response != nil {
+			etag = resp.Header.Get("ETag")
+		}
+		if next == "" && fullPage(u, items) && (etag == "" || etag != prevETag) {
+			// An ETag equal to the previous page's means the server ignores
+			// page: asking further would fetch the same page again.
+			next = pageAfter(u)
+		}
+		prevETag, u = etag, next
 	}
 	return nil
+}
+
+// fullPage reports whether a page of u holding items is as long as a page
+// can be: per_page (GitHub's default 30 without it), at most GitHub's cap
+// of 100.
+func fullPage(u string, items int) bool {
+	if items <= 0 {
+		return false
+	}
+	per := 30
+	if pu, err := url.Parse(u); err == nil {
+		if v, err := strconv.Atoi(pu.Query().Get("per_page")); err == nil && v > 0 {
+			per = min(v, 100)
+		}
+	}
+	return items >= per
+}
+
+// pageAfter returns u asking for the page after the one it names (page
+// absent: the first).
+func pageAfter(u string) string {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	q := pu.Query()
+	page, err := strconv.Atoi(q.Get("page"))
+	if err != nil || page < 1 {
+		page = 1
+	}
+	q.Set("page", strconv.Itoa(page+1))
+	pu.RawQuery = q.Encode()
+	return pu.String()
+}
+
+// paginate GETs u and every page after it (walkPages), calling each with
+// every decoded page; each returns how many items the page held.
+func paginate[P any](ctx context.Context, c *Client, u string, each func(P) int) error {
+	return c.walkPages(u, func(u string) (*gh.Response, int, error) {
+		v, resp, err := doJSON[P](ctx, c, http.MethodGet, u, nil, true)
+		if err != nil {
+			return nil, 0, err
+		}
+		return resp, each(v), nil
+	})
 }
 
 // listAll collects every page of a JSON array.
 func listAll[T any](ctx context.Context, c *Client, u string) ([]T, error) {
 	var all []T
-	err := paginate(ctx, c, u, func(page []T) { all = append(all, page...) })
+	err := paginate(ctx, c, u, func(page []T) int {
+		all = append(all, page...)
+		return len(page)
+	})
 	return all, err
 }
 

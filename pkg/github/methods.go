@@ -351,15 +351,16 @@ func (c *Client) GetCombinedStatus(ctx context.Context, repo ghref.Repo, ref str
 		return nil, fmt.Errorf("get combined status: %w", err)
 	}
 	var out *gh.CombinedStatus
-	err := paginate(ctx, c, withQuery(repoPath(repo)+"/commits/"+escapeRef(ref)+"/status", nil), func(page *gh.CombinedStatus) {
+	err := paginate(ctx, c, withQuery(repoPath(repo)+"/commits/"+escapeRef(ref)+"/status", nil), func(page *gh.CombinedStatus) int {
 		if page == nil {
-			return
+			return 0
 		}
 		if out == nil {
 			out = page
-			return
+		} else {
+			out.Statuses = append(out.Statuses, page.Statuses...)
 		}
-		out.Statuses = append(out.Statuses, page.Statuses...)
+		return len(page.Statuses)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("get combined status of %s@%s: %w", repo, ref, err)
@@ -376,10 +377,12 @@ func (c *Client) ListCheckRuns(ctx context.Context, repo ghref.Repo, ref string)
 		return nil, fmt.Errorf("list check runs: %w", err)
 	}
 	var runs []*gh.CheckRun
-	err := paginate(ctx, c, withQuery(repoPath(repo)+"/commits/"+escapeRef(ref)+"/check-runs", nil), func(page *gh.ListCheckRunsResults) {
-		if page != nil {
-			runs = append(runs, page.CheckRuns...)
+	err := paginate(ctx, c, withQuery(repoPath(repo)+"/commits/"+escapeRef(ref)+"/check-runs", nil), func(page *gh.ListCheckRunsResults) int {
+		if page == nil {
+			return 0
 		}
+		runs = append(runs, page.CheckRuns...)
+		return len(page.CheckRuns)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list check runs of %s@%s: %w", repo, ref, err)

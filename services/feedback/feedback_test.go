@@ -3,6 +3,7 @@ package feedback_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/feedback"
 )
@@ -24,81 +26,87 @@ import (
 // TestFeedback_AgentCommitsAndPushes runs an agent that commits and pushes
 // by itself, and checks the event, the state, the branch, and where the
 // token went: nowhere but the environment of prloop's own git processes.
+// It runs at GitHub's page size and with pages of 3.
 func TestFeedback_AgentCommitsAndPushes(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.comment(e.pr, "main does nothing; print a greeting")
-	scan := scanCmdlines(t, "commit_push.sh", tokPrloop, basicHeader)
-	cfg := e.config("commit_push.sh", func(c *feedback.Config) {
-		c.AgentCmd = "AGENT_SLEEP=0.3 " + c.AgentCmd
-	})
-	cfg = e.start("a", cfg).cfg
-	e.request(e.pr, e.head, 0)
+	for _, per := range simtest.PageSizes {
+		t.Run(fmt.Sprintf("per_page=%d", per), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, per)
+			e.comment(e.pr, "main does nothing; print a greeting")
+			scan := scanCmdlines(t, "commit_push.sh", tokPrloop, basicHeader)
+			cfg := e.config("commit_push.sh", func(c *feedback.Config) {
+				c.AgentCmd = "AGENT_SLEEP=0.3 " + c.AgentCmd
+			})
+			cfg = e.start("a", cfg).cfg
+			e.request(e.pr, e.head, 0)
 
-	ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, waitFor).Data.(*events.FeedbackAddressed)
-	info, err := e.sim.PRInfo(e.pr)
-	require.NoError(t, err)
-	assert.NotEqual(t, e.head, info.HeadSHA)
-	assert.Equal(t, info.HeadSHA, ev.HeadSHA, "the new head, as GitHub sees it")
-	assert.Equal(t, e.head, ev.PreviousHeadSHA)
-	assert.Equal(t, 1, ev.FixCycle)
-	assert.Equal(t, e.sim.Now(), ev.PushedAt.UTC())
-	require.True(t, strings.HasPrefix(ev.Detail, "agent log: "), ev.Detail)
-	logPath := strings.TrimPrefix(ev.Detail, "agent log: ")
-	assert.FileExists(t, logPath)
-	assert.True(t, strings.HasPrefix(logPath, cfg.WorkspaceDir), "the log is kept under the workspace")
+			ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, waitFor).Data.(*events.FeedbackAddressed)
+			info, err := e.sim.PRInfo(e.pr)
+			require.NoError(t, err)
+			assert.NotEqual(t, e.head, info.HeadSHA)
+			assert.Equal(t, info.HeadSHA, ev.HeadSHA, "the new head, as GitHub sees it")
+			assert.Equal(t, e.head, ev.PreviousHeadSHA)
+			assert.Equal(t, 1, ev.FixCycle)
+			assert.Equal(t, e.sim.Now(), ev.PushedAt.UTC())
+			require.True(t, strings.HasPrefix(ev.Detail, "agent log: "), ev.Detail)
+			logPath := strings.TrimPrefix(ev.Detail, "agent log: ")
+			assert.FileExists(t, logPath)
+			assert.True(t, strings.HasPrefix(logPath, cfg.WorkspaceDir), "the log is kept under the workspace")
 
-	commits := e.bareLog("feature/x", e.head)
-	require.Len(t, commits, 1)
-	assert.Contains(t, commits[0], " agent Address review comments")
-	st, _, err := e.store.Get(t.Context(), e.pr)
-	require.NoError(t, err)
-	assert.Equal(t, 1, st.FixCycle)
-	assert.Equal(t, ev.HeadSHA, st.PushedHeadSHA)
+			commits := e.bareLog("feature/x", e.head)
+			require.Len(t, commits, 1)
+			assert.Contains(t, commits[0], " agent Address review comments")
+			st, _, err := e.store.Get(t.Context(), e.pr)
+			require.NoError(t, err)
+			assert.Equal(t, 1, st.FixCycle)
+			assert.Equal(t, ev.HeadSHA, st.PushedHeadSHA)
 
-	runs := e.waitRuns(1)
-	require.Len(t, runs, 1)
-	worktree := filepath.Join(cfg.WorkspaceDir, "acme", "widgets", "pr-1")
-	assert.Equal(t, worktree, strings.TrimSpace(e.agentFile("pwd", runs[0])))
-	prompt := e.agentFile("stdin", runs[0])
-	assert.Equal(t, prompt, e.agentFile("promptfile", runs[0]), "the same prompt on stdin and in PRLOOP_PROMPT_FILE")
-	assert.Contains(t, prompt, "main does nothing; print a greeting")
+			runs := e.waitRuns(1)
+			require.Len(t, runs, 1)
+			worktree := filepath.Join(cfg.WorkspaceDir, "acme", "widgets", "pr-1")
+			assert.Equal(t, worktree, strings.TrimSpace(e.agentFile("pwd", runs[0])))
+			prompt := e.agentFile("stdin", runs[0])
+			assert.Equal(t, prompt, e.agentFile("promptfile", runs[0]), "the same prompt on stdin and in PRLOOP_PROMPT_FILE")
+			assert.Contains(t, prompt, "main does nothing; print a greeting")
 
-	agentEnv := e.agentFile("env", runs[0])
-	for _, name := range []string{"GITHUB_TOKEN=", "GH_TOKEN=", "MY_COPY_OF_THE_TOKEN=", "PRLOOP_GITHUB_", "PRLOOP_WEBHOOK_SECRET=", "GIT_CONFIG_"} {
-		assert.NotContains(t, agentEnv, name, "the agent inherits no credentials")
+			agentEnv := e.agentFile("env", runs[0])
+			for _, name := range []string{"GITHUB_TOKEN=", "GH_TOKEN=", "MY_COPY_OF_THE_TOKEN=", "PRLOOP_GITHUB_", "PRLOOP_WEBHOOK_SECRET=", "GIT_CONFIG_"} {
+				assert.NotContains(t, agentEnv, name, "the agent inherits no credentials")
+			}
+			assert.Contains(t, agentEnv, "INSTANCE=a", "the agent inherits the rest of prloop's environment")
+			promptFile := envValue(agentEnv, "PRLOOP_PROMPT_FILE")
+			require.NotEmpty(t, promptFile)
+			assert.False(t, strings.HasPrefix(promptFile, worktree+string(filepath.Separator)), "the prompt file is outside the worktree")
+
+			// Redelivered (here: published again) after the work is done, the
+			// change request runs no agent and publishes nothing.
+			e.consumerSettled()
+			e.request(e.pr, e.head, 0, "again")
+			e.consumerSettled()
+			require.Never(t, func() bool { return e.rec.Count(e.pr, events.TypeFeedbackAddressed) > 1 }, 300*time.Millisecond, 20*time.Millisecond)
+			runs, _ = e.runs()
+			assert.Len(t, runs, 1)
+			assert.Zero(t, e.rec.Count(e.pr, events.TypeEscalationRequested))
+			assert.Equal(t, 1.0, e.metric("prloop_feedback_attempts_total", "outcome", "addressed"))
+			assert.Equal(t, 1.0, e.metric("prloop_feedback_attempt_duration_seconds", "outcome", "addressed"), "one duration observed")
+			assert.Equal(t, 1.0, e.metric("prloop_feedback_attempts_total", "outcome", "duplicate"), "the redelivery")
+			assert.Equal(t, 2.0, e.metric("prloop_feedback_attempts_total"), "nothing else")
+			assert.Equal(t, 1.0, e.metric("prloop_feedback_agent_runs_total", "result", "fixed"))
+			assert.Equal(t, 1.0, e.metric("prloop_feedback_agent_runs_total"))
+			require.Eventually(t, func() bool {
+				return e.metric("prloop_consumer_handled_total", "consumer", "feedback", "type", "PRFeedbackReceived", "outcome", "ack") == 2
+			}, waitFor, 10*time.Millisecond, "both deliveries acked")
+
+			hits, sawAgent := scan()
+			assert.Positive(t, sawAgent, "the scan saw the agent's command line while it ran")
+			assert.Empty(t, hits, "the token in a process's arguments")
+			assertNoToken(t, "logs", e.logs.String())
+			assertNoToken(t, "agent environment", agentEnv)
+			assertNoTokenInFiles(t, cfg.WorkspaceDir)
+			assertGitAuthViaEnv(t, e.gitLog)
+		})
 	}
-	assert.Contains(t, agentEnv, "INSTANCE=a", "the agent inherits the rest of prloop's environment")
-	promptFile := envValue(agentEnv, "PRLOOP_PROMPT_FILE")
-	require.NotEmpty(t, promptFile)
-	assert.False(t, strings.HasPrefix(promptFile, worktree+string(filepath.Separator)), "the prompt file is outside the worktree")
-
-	// Redelivered (here: published again) after the work is done, the
-	// change request runs no agent and publishes nothing.
-	e.consumerSettled()
-	e.request(e.pr, e.head, 0, "again")
-	e.consumerSettled()
-	require.Never(t, func() bool { return e.rec.Count(e.pr, events.TypeFeedbackAddressed) > 1 }, 300*time.Millisecond, 20*time.Millisecond)
-	runs, _ = e.runs()
-	assert.Len(t, runs, 1)
-	assert.Zero(t, e.rec.Count(e.pr, events.TypeEscalationRequested))
-	assert.Equal(t, 1.0, e.metric("prloop_feedback_attempts_total", "outcome", "addressed"))
-	assert.Equal(t, 1.0, e.metric("prloop_feedback_attempt_duration_seconds", "outcome", "addressed"), "one duration observed")
-	assert.Equal(t, 1.0, e.metric("prloop_feedback_attempts_total", "outcome", "duplicate"), "the redelivery")
-	assert.Equal(t, 2.0, e.metric("prloop_feedback_attempts_total"), "nothing else")
-	assert.Equal(t, 1.0, e.metric("prloop_feedback_agent_runs_total", "result", "fixed"))
-	assert.Equal(t, 1.0, e.metric("prloop_feedback_agent_runs_total"))
-	require.Eventually(t, func() bool {
-		return e.metric("prloop_consumer_handled_total", "consumer", "feedback", "type", "PRFeedbackReceived", "outcome", "ack") == 2
-	}, waitFor, 10*time.Millisecond, "both deliveries acked")
-
-	hits, sawAgent := scan()
-	assert.Positive(t, sawAgent, "the scan saw the agent's command line while it ran")
-	assert.Empty(t, hits, "the token in a process's arguments")
-	assertNoToken(t, "logs", e.logs.String())
-	assertNoToken(t, "agent environment", agentEnv)
-	assertNoTokenInFiles(t, cfg.WorkspaceDir)
-	assertGitAuthViaEnv(t, e.gitLog)
 }
 
 // TestFeedback_AgentOnlyEdits_PrloopCommitsAndPushes runs an agent that

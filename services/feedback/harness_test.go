@@ -69,9 +69,16 @@ type env struct {
 	reg *prometheus.Registry
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv builds the world with the simulator's page size capped at
+// maxPerPage (default simtest.TinyPages, so that the few comments a test
+// makes cross page boundaries).
+func newEnv(t *testing.T, maxPerPage ...int) *env {
 	t.Helper()
-	w := simtest.Start(t, nil)
+	per := simtest.TinyPages
+	if len(maxPerPage) > 0 {
+		per = maxPerPage[0]
+	}
+	w := simtest.Start(t, nil, simtest.MaxPerPage(per))
 	sim, repo := w.Sim, w.Repo
 	for login, perm := range map[string]string{"alice": "write", "bob": "maintain", "mallory": "read"} {
 		require.NoError(t, sim.SetPermission(repo, login, perm))

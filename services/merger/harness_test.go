@@ -44,9 +44,16 @@ type env struct {
 	reg *prometheus.Registry
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv builds the world with the simulator's page size capped at
+// maxPerPage (default simtest.TinyPages, so that statuses and check runs
+// cross page boundaries).
+func newEnv(t *testing.T, maxPerPage ...int) *env {
 	t.Helper()
-	w := simtest.Start(t, map[string]string{"main.go": "package main\n", "README.md": "# widgets\n"})
+	per := simtest.TinyPages
+	if len(maxPerPage) > 0 {
+		per = maxPerPage[0]
+	}
+	w := simtest.Start(t, map[string]string{"main.go": "package main\n", "README.md": "# widgets\n"}, simtest.MaxPerPage(per))
 	conn := natstest.Start(t)
 	store, err := state.Ensure(t.Context(), conn.JS, 1)
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package merger_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/services/merger"
@@ -21,73 +23,78 @@ import (
 // its turn. When the check passes PR 1 merges; PR 2, now behind, is updated
 // with update-branch and merged from its new head. The base branch then
 // holds exactly two squash commits, in arrival order, each with only its
-// PR's change.
+// PR's change. It runs at GitHub's page size and with pages of 3.
 func TestMerger_TwoPRsMergeInArrivalOrder(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	pr1, head1 := e.openPR("feat-a", "Add a", map[string]string{"a.txt": "a\n"})
-	pr2, head2 := e.openPR("feat-b", "Add b", map[string]string{"b.txt": "b\n"})
-	require.NoError(t, e.sim.SetStatus(e.repo, head1, "ci", "pending"))
-	base0 := e.git("rev-parse", "main")
+	for _, per := range simtest.PageSizes {
+		t.Run(fmt.Sprintf("per_page=%d", per), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, per)
+			pr1, head1 := e.openPR("feat-a", "Add a", map[string]string{"a.txt": "a\n"})
+			pr2, head2 := e.openPR("feat-b", "Add b", map[string]string{"b.txt": "b\n"})
+			require.NoError(t, e.sim.SetStatus(e.repo, head1, "ci", "pending"))
+			base0 := e.git("rev-parse", "main")
 
-	e.start(config(), "replica-1")
-	e.start(config(), "replica-2")
-	e.approve(pr1, head1, "1")
-	e.approve(pr2, head2, "1")
-	q1 := e.rec.Wait(t, pr1, events.TypeMergeQueued, waitFor).Data.(*events.MergeQueued)
-	q2 := e.rec.Wait(t, pr2, events.TypeMergeQueued, waitFor).Data.(*events.MergeQueued)
-	assert.Equal(t, 1, q1.Position)
-	assert.Equal(t, "main", q1.BaseBranch)
-	assert.Equal(t, 2, q2.Position, "PR 2 queues behind PR 1")
+			e.start(config(), "replica-1")
+			e.start(config(), "replica-2")
+			e.approve(pr1, head1, "1")
+			e.approve(pr2, head2, "1")
+			q1 := e.rec.Wait(t, pr1, events.TypeMergeQueued, waitFor).Data.(*events.MergeQueued)
+			q2 := e.rec.Wait(t, pr2, events.TypeMergeQueued, waitFor).Data.(*events.MergeQueued)
+			assert.Equal(t, 1, q1.Position)
+			assert.Equal(t, "main", q1.BaseBranch)
+			assert.Equal(t, 2, q2.Position, "PR 2 queues behind PR 1")
 
-	// PR 1 holds the base while its check is pending; PR 2 waits its turn.
-	depth := func() float64 { return e.metric("prloop_merge_queue_depth", "repo", "acme/widgets", "base", "main") }
-	require.Eventually(t, func() bool { return depth() == 2 }, waitFor, 5*time.Millisecond, "depth %v", depth())
-	polls := e.routeCount(routeStatus)
-	require.Eventually(t, func() bool { return e.routeCount(routeStatus) >= polls+5 }, waitFor, 5*time.Millisecond)
-	assert.Zero(t, e.routeCount(routeMerge), "nothing merges while the first PR's check is pending")
-	assert.Zero(t, e.routeCount(routeUpdateBranch))
+			// PR 1 holds the base while its check is pending; PR 2 waits its turn.
+			depth := func() float64 { return e.metric("prloop_merge_queue_depth", "repo", "acme/widgets", "base", "main") }
+			require.Eventually(t, func() bool { return depth() == 2 }, waitFor, 5*time.Millisecond, "depth %v", depth())
+			polls := e.routeCount(routeStatus)
+			require.Eventually(t, func() bool { return e.routeCount(routeStatus) >= polls+5 }, waitFor, 5*time.Millisecond)
+			assert.Zero(t, e.routeCount(routeMerge), "nothing merges while the first PR's check is pending")
+			assert.Zero(t, e.routeCount(routeUpdateBranch))
 
-	require.NoError(t, e.sim.SetStatus(e.repo, head1, "ci", "success"))
-	r1 := e.rec.Wait(t, pr1, events.TypeMerged, waitFor)
-	r2 := e.rec.Wait(t, pr2, events.TypeMerged, waitFor)
-	m1, m2 := r1.Data.(*events.Merged), r2.Data.(*events.Merged)
-	assert.Less(t, r1.Seq, r2.Seq, "PR 1 merged first")
-	assert.Equal(t, head1, m1.HeadSHA)
-	assert.NotEqual(t, head2, m2.HeadSHA, "PR 2 merged from the head update-branch made")
-	assert.Equal(t, "squash", m1.MergeMethod)
-	assert.Equal(t, 1, e.routeCount(routeUpdateBranch))
-	assert.Equal(t, 2, e.routeCount(routeMerge))
-	e.waitQueueEmpty()
-	require.Eventually(t, func() bool { return depth() == 0 }, waitFor, 5*time.Millisecond, "depth %v", depth())
-	require.Eventually(t, func() bool { return e.metric("prloop_merge_results_total", "result", "merged") == 2 }, waitFor, 5*time.Millisecond)
-	assert.Equal(t, 2.0, e.metric("prloop_merge_results_total"), "no other result")
+			require.NoError(t, e.sim.SetStatus(e.repo, head1, "ci", "success"))
+			r1 := e.rec.Wait(t, pr1, events.TypeMerged, waitFor)
+			r2 := e.rec.Wait(t, pr2, events.TypeMerged, waitFor)
+			m1, m2 := r1.Data.(*events.Merged), r2.Data.(*events.Merged)
+			assert.Less(t, r1.Seq, r2.Seq, "PR 1 merged first")
+			assert.Equal(t, head1, m1.HeadSHA)
+			assert.NotEqual(t, head2, m2.HeadSHA, "PR 2 merged from the head update-branch made")
+			assert.Equal(t, "squash", m1.MergeMethod)
+			assert.Equal(t, 1, e.routeCount(routeUpdateBranch))
+			assert.Equal(t, 2, e.routeCount(routeMerge))
+			e.waitQueueEmpty()
+			require.Eventually(t, func() bool { return depth() == 0 }, waitFor, 5*time.Millisecond, "depth %v", depth())
+			require.Eventually(t, func() bool { return e.metric("prloop_merge_results_total", "result", "merged") == 2 }, waitFor, 5*time.Millisecond)
+			assert.Equal(t, 2.0, e.metric("prloop_merge_results_total"), "no other result")
 
-	st, _, err := e.store.Get(t.Context(), pr2)
-	require.NoError(t, err)
-	assert.Equal(t, m2.HeadSHA, st.MergeUpdatedHeadSHA, "the PR's state says prloop made the new head")
-	for _, c := range []struct {
-		pr  ghref.PR
-		sha string
-	}{{pr1, m1.MergeSHA}, {pr2, m2.MergeSHA}} {
-		info, err := e.sim.PRInfo(c.pr)
-		require.NoError(t, err)
-		assert.True(t, info.Merged)
-		assert.Equal(t, c.sha, info.MergeCommitSHA)
+			st, _, err := e.store.Get(t.Context(), pr2)
+			require.NoError(t, err)
+			assert.Equal(t, m2.HeadSHA, st.MergeUpdatedHeadSHA, "the PR's state says prloop made the new head")
+			for _, c := range []struct {
+				pr  ghref.PR
+				sha string
+			}{{pr1, m1.MergeSHA}, {pr2, m2.MergeSHA}} {
+				info, err := e.sim.PRInfo(c.pr)
+				require.NoError(t, err)
+				assert.True(t, info.Merged)
+				assert.Equal(t, c.sha, info.MergeCommitSHA)
+			}
+
+			// At the git level: initial commit → squash of #1 → squash of #2.
+			assert.Equal(t, []string{
+				m2.MergeSHA + " " + m1.MergeSHA + "|Add b (#2)",
+				m1.MergeSHA + " " + base0 + "|Add a (#1)",
+				base0 + " |Initial commit",
+			}, strings.Split(e.git("log", "--format=%H %P|%s", "main"), "\n"))
+			assert.Equal(t, "a.txt", e.git("diff-tree", "--no-commit-id", "--name-only", "-r", m1.MergeSHA))
+			assert.Equal(t, "b.txt", e.git("diff-tree", "--no-commit-id", "--name-only", "-r", m2.MergeSHA))
+			assert.Equal(t, "Body of Add a.", e.git("log", "-1", "--format=%b", m1.MergeSHA), "the commit body is the PR's")
+			assert.Equal(t, "a", e.git("show", "main:a.txt"))
+			assert.Equal(t, "b", e.git("show", "main:b.txt"))
+			assert.Equal(t, []events.Type{events.TypeReviewApproved, events.TypeMergeQueued, events.TypeMerged}, e.rec.Types(pr2))
+		})
 	}
-
-	// At the git level: initial commit → squash of #1 → squash of #2.
-	assert.Equal(t, []string{
-		m2.MergeSHA + " " + m1.MergeSHA + "|Add b (#2)",
-		m1.MergeSHA + " " + base0 + "|Add a (#1)",
-		base0 + " |Initial commit",
-	}, strings.Split(e.git("log", "--format=%H %P|%s", "main"), "\n"))
-	assert.Equal(t, "a.txt", e.git("diff-tree", "--no-commit-id", "--name-only", "-r", m1.MergeSHA))
-	assert.Equal(t, "b.txt", e.git("diff-tree", "--no-commit-id", "--name-only", "-r", m2.MergeSHA))
-	assert.Equal(t, "Body of Add a.", e.git("log", "-1", "--format=%b", m1.MergeSHA), "the commit body is the PR's")
-	assert.Equal(t, "a", e.git("show", "main:a.txt"))
-	assert.Equal(t, "b", e.git("show", "main:b.txt"))
-	assert.Equal(t, []events.Type{events.TypeReviewApproved, events.TypeMergeQueued, events.TypeMerged}, e.rec.Types(pr2))
 }
 
 // TestMerger_StaleApprovalNotMerged: an approval whose head has moved is

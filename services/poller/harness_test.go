@@ -15,6 +15,7 @@ import (
 	"github.com/prloop/prloop/pkg/events/eventstest"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/natsx"
@@ -48,9 +49,16 @@ type env struct {
 	stop func()
 }
 
-func newEnv(t *testing.T) *env {
+// newEnv builds the world with the simulator's page size capped at
+// maxPerPage (default simtest.TinyPages, so that the few signals a test
+// makes cross page boundaries).
+func newEnv(t *testing.T, maxPerPage ...int) *env {
 	t.Helper()
-	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir()})
+	per := simtest.TinyPages
+	if len(maxPerPage) > 0 {
+		per = maxPerPage[0]
+	}
+	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir(), MaxPerPage: per})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sim.Close() })
 	srv := httptest.NewServer(sim)

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/poller"
@@ -23,60 +25,65 @@ import (
 
 // TestPoller_EmojiLifecycle drives one PR through every transition of the
 // emoji protocol: pending → 👀 → comments → (agent pushes) → pending on the
-// new head → 👍 approved.
+// new head → 👍 approved, at GitHub's page size and with pages of 3.
 func TestPoller_EmojiLifecycle(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.start(e.config())
-	e.watch(e.pr)
-	pending := e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
-	head1 := pending.Data.(*events.ReviewPending).HeadSHA
-	require.NotEmpty(t, head1)
+	for _, per := range simtest.PageSizes {
+		t.Run(fmt.Sprintf("per_page=%d", per), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, per)
+			e.start(e.config())
+			e.watch(e.pr)
+			pending := e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+			head1 := pending.Data.(*events.ReviewPending).HeadSHA
+			require.NotEmpty(t, head1)
 
-	e.tick()
-	eyes, err := e.sim.AddReaction(e.pr, "alice", "eyes")
-	require.NoError(t, err)
-	inProgress := e.rec.Wait(t, e.pr, events.TypeReviewInProgress, waitFor)
-	assert.Equal(t, "alice", inProgress.Data.(*events.ReviewInProgress).Actor)
+			e.tick()
+			eyes, err := e.sim.AddReaction(e.pr, "alice", "eyes")
+			require.NoError(t, err)
+			inProgress := e.rec.Wait(t, e.pr, events.TypeReviewInProgress, waitFor)
+			assert.Equal(t, "alice", inProgress.Data.(*events.ReviewInProgress).Actor)
 
-	e.tick()
-	c1, err := e.sim.AddIssueComment(e.pr, "alice", "Please handle the error case.")
-	require.NoError(t, err)
-	rc, err := e.sim.AddReviewComment(e.pr, ghsim.ReviewCommentInput{Login: "bob", Path: "main.go", Line: 3, Body: "main is empty"})
-	require.NoError(t, err)
-	require.NoError(t, e.sim.RemoveReaction(e.pr, eyes))
-	fb := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
-	assert.Equal(t, head1, fb.HeadSHA)
-	assert.ElementsMatch(t, []int64{c1, rc}, fb.CommentIDs)
-	assert.Equal(t, events.StatusChangesRequested, fb.Status)
+			e.tick()
+			c1, err := e.sim.AddIssueComment(e.pr, "alice", "Please handle the error case.")
+			require.NoError(t, err)
+			rc, err := e.sim.AddReviewComment(e.pr, ghsim.ReviewCommentInput{Login: "bob", Path: "main.go", Line: 3, Body: "main is empty"})
+			require.NoError(t, err)
+			require.NoError(t, e.sim.RemoveReaction(e.pr, eyes))
+			fb := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
+			assert.Equal(t, head1, fb.HeadSHA)
+			assert.ElementsMatch(t, []int64{c1, rc}, fb.CommentIDs)
+			assert.Equal(t, events.StatusChangesRequested, fb.Status)
 
-	// The agent pushes a fix; the feedback service reports it.
-	e.tick()
-	head2, err := e.sim.PushCommit(e.repo, "feature", "agent", map[string]string{"main.go": "package main\n\nfunc main() { println() }\n"}, "Fix")
-	require.NoError(t, err)
-	pushedAt := e.sim.Now()
-	_, _, err = e.emit.Emit(t.Context(), &events.FeedbackAddressed{Base: events.Base{PR: e.pr, HeadSHA: head2}, PreviousHeadSHA: head1, FixCycle: 1, PushedAt: pushedAt}, head2)
-	require.NoError(t, err)
-	pending2 := e.rec.WaitCount(t, e.pr, events.TypeReviewPending, 2, waitFor)
-	assert.Equal(t, head2, pending2.Data.(*events.ReviewPending).HeadSHA, "re-evaluated from the new head; old comments do not count")
+			// The agent pushes a fix; the feedback service reports it.
+			e.tick()
+			head2, err := e.sim.PushCommit(e.repo, "feature", "agent", map[string]string{"main.go": "package main\n\nfunc main() { println() }\n"}, "Fix")
+			require.NoError(t, err)
+			pushedAt := e.sim.Now()
+			_, _, err = e.emit.Emit(t.Context(), &events.FeedbackAddressed{Base: events.Base{PR: e.pr, HeadSHA: head2}, PreviousHeadSHA: head1, FixCycle: 1, PushedAt: pushedAt}, head2)
+			require.NoError(t, err)
+			pending2 := e.rec.WaitCount(t, e.pr, events.TypeReviewPending, 2, waitFor)
+			assert.Equal(t, head2, pending2.Data.(*events.ReviewPending).HeadSHA, "re-evaluated from the new head; old comments do not count")
 
-	e.tick()
-	_, err = e.sim.AddReaction(e.pr, "bob", "+1")
-	require.NoError(t, err)
-	ok := e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor).Data.(*events.ReviewApproved)
-	assert.Equal(t, head2, ok.HeadSHA)
-	assert.Equal(t, []string{"bob"}, ok.Approvers)
+			e.tick()
+			_, err = e.sim.AddReaction(e.pr, "bob", "+1")
+			require.NoError(t, err)
+			ok := e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor).Data.(*events.ReviewApproved)
+			assert.Equal(t, head2, ok.HeadSHA)
+			assert.Equal(t, []string{"bob"}, ok.Approvers)
 
-	st, _, err := e.store.Get(t.Context(), e.pr)
-	require.NoError(t, err)
-	assert.Equal(t, events.StatusApproved, st.Status)
-	assert.Equal(t, head2, st.HeadSHA)
-	assert.Equal(t, 1, st.FixCycle)
-	assert.Equal(t, pushedAt, st.HeadAnchor.UTC(), "prloop's own push anchors the new head")
-	assert.Equal(t, []events.Type{
-		events.TypeWatchRequested, events.TypeReviewPending, events.TypeReviewInProgress, events.TypeFeedbackReceived,
-		events.TypeFeedbackAddressed, events.TypeReviewPending, events.TypeReviewApproved,
-	}, e.rec.Types(e.pr))
+			st, _, err := e.store.Get(t.Context(), e.pr)
+			require.NoError(t, err)
+			assert.Equal(t, events.StatusApproved, st.Status)
+			assert.Equal(t, head2, st.HeadSHA)
+			assert.Equal(t, 1, st.FixCycle)
+			assert.Equal(t, pushedAt, st.HeadAnchor.UTC(), "prloop's own push anchors the new head")
+			assert.Equal(t, []events.Type{
+				events.TypeWatchRequested, events.TypeReviewPending, events.TypeReviewInProgress, events.TypeFeedbackReceived,
+				events.TypeFeedbackAddressed, events.TypeReviewPending, events.TypeReviewApproved,
+			}, e.rec.Types(e.pr))
+		})
+	}
 }
 
 // TestPoller_StaleSignalsDoNotCount checks the head anchor: a 👍 and

@@ -29,11 +29,34 @@ type World struct {
 	Repo   ghref.Repo
 }
 
+// Page sizes for the simulator (MaxPerPage) in integration tests.
+const (
+	// TinyPages makes the few items a test creates cross page boundaries,
+	// as a busy PR's signals do on GitHub.
+	TinyPages = 3
+	// GitHubPages is GitHub's cap on per_page.
+	GitHubPages = 100
+)
+
+// PageSizes are the page sizes a test of a whole lifecycle runs with.
+var PageSizes = []int{GitHubPages, TinyPages}
+
+// Option adjusts the simulator a world starts.
+type Option func(*ghsim.Options)
+
+// MaxPerPage caps the simulator's page size at n (GitHub's is 100), so
+// that a few items make a list cross a page boundary.
+func MaxPerPage(n int) Option { return func(o *ghsim.Options) { o.MaxPerPage = n } }
+
 // Start starts a world whose repository's first commit holds files
 // (default: a main.go). Everything stops when the test ends.
-func Start(t testing.TB, files map[string]string) *World {
+func Start(t testing.TB, files map[string]string, opts ...Option) *World {
 	t.Helper()
-	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir()})
+	so := ghsim.Options{Dir: t.TempDir()}
+	for _, o := range opts {
+		o(&so)
+	}
+	sim, err := ghsim.New(so)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sim.Close() })
 	srv := httptest.NewServer(sim)
