@@ -42,3 +42,21 @@ func BenchmarkList_10kPRs(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkOpenPRs opens 2,000 PRs at once, each a real branch one commit
+// ahead of main: how fast the simulator seeds a large repository.
+func BenchmarkOpenPRs(b *testing.B) {
+	for b.Loop() {
+		b.StopTimer()
+		s, err := ghsim.New(ghsim.Options{Dir: b.TempDir()})
+		require.NoError(b, err)
+		repo, err := s.CreateRepo("org", "bulk", nil)
+		require.NoError(b, err)
+		b.StartTimer()
+		_, err = s.OpenPRs(repo, 2000, "dev")
+		require.NoError(b, err)
+		b.StopTimer()
+		require.NoError(b, s.Close())
+		b.StartTimer()
+	}
+}

@@ -228,12 +228,10 @@ func TestDeleteRef_ClosesOpenPR(t *testing.T) {
 func TestOpenPRs_BulkAndPaging(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, ghsim.Options{})
-	start := time.Now()
+	// How fast is measured by BenchmarkOpenPRs, not asserted here: a
+	// wall-clock limit fails a correct build on a busy machine.
 	prs, err := e.sim.OpenPRs(e.repo, 2000, "alice")
 	require.NoError(t, err)
-	elapsed := time.Since(start)
-	t.Logf("OpenPRs(2000) took %v", elapsed)
-	assert.Less(t, elapsed, 30*time.Second)
 	require.Len(t, prs, 2000)
 	assert.Equal(t, 2, prs[0].Number)
 	assert.Equal(t, 2001, prs[1999].Number)
