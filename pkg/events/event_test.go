@@ -22,6 +22,7 @@ func samples(pr ghref.PR) []Data {
 		&ReviewInProgress{Base: b, Status: StatusInProgress, Actor: "alice"},
 		&FeedbackReceived{Base: b, Status: StatusChangesRequested, FixCycle: 1, CommentIDs: []int64{7}},
 		&FeedbackAddressed{Base: b, PreviousHeadSHA: "ffff", FixCycle: 1},
+		&FeedbackSkipped{Base: b, FixCycle: 1, Detail: "the head moved"},
 		&ReviewApproved{Base: b, Status: StatusApproved, Actor: "alice", Approvers: []string{"alice"}},
 		&ReviewTimeout{Base: b, Reason: ReasonReviewTimeout, MissingReviewers: []string{"bot"}},
 		&MergeQueued{Base: b, Position: 2, BaseBranch: "main"},
