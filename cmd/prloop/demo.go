@@ -155,11 +155,16 @@ the other is never reviewed and is escalated to a human.
 	case err := <-served:
 		result = fmt.Errorf("services stopped: %v", err)
 	}
-	cc.Stop()
+	if !*keep || result != nil {
+		cc.Stop()
+	}
 	play.summary(result == nil)
 
 	if *keep && result == nil {
-		fmt.Fprintf(stdout, "\nprloop keeps running; Ctrl-C stops it.\n")
+		// Events keep printing: anything after the summary would be
+		// something the summary does not explain.
+		defer cc.Stop()
+		fmt.Fprintf(stdout, "\nprloop keeps running; Ctrl-C stops it. Any further event is printed below.\n")
 		fmt.Fprintf(stdout, "  NATS:      %s   (nats -s %s sub 'pr.>')\n", rt.Conn.URL, rt.Conn.URL)
 		fmt.Fprintf(stdout, "  simulator: %s   (alice's token: %s)\n", w.srv.URL, "alice-demo-token")
 		<-ctx.Done()

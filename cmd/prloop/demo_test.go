@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -40,4 +41,27 @@ func TestDemo_PlaysTheWholeLoop(t *testing.T) {
 	assert.Equal(t, []string{"PRWatchRequested", "PRReviewPending", "ReviewTimeout", "PREscalated"}, seq("demo/widgets#2"), out)
 	assert.Contains(t, out, "Both PRs reached their end.")
 	assert.Regexp(t, `squash-merged as [0-9a-f]{7}; main now ends in [0-9a-f]{7}`, out)
+}
+
+// TestDemo_KeepShowsNothingAfterTheSummary runs `prloop demo -keep`, which
+// keeps printing events after its summary, and checks that the stream stays
+// quiet for several poll intervals (the demo polls every second): no
+// phantom change request, no second approval, nothing the summary does not
+// explain. The simulator once returned other PRs' inline comments, and the
+// neglected PR then received alice's comment from the reviewed one.
+func TestDemo_KeepShowsNothingAfterTheSummary(t *testing.T) {
+	t.Parallel()
+	bin := proctest.Build(t, "./cmd/prloop")
+	p := proctest.Start(t, bin, []string{"GITHUB_TOKEN="}, "demo", "-keep")
+	require.Eventually(t, func() bool { return strings.Contains(p.Stdout.String(), "prloop keeps running") }, 90*time.Second, 50*time.Millisecond,
+		"no summary:\n%s", p.Stdout.String())
+	after := func() string {
+		out := p.Stdout.String()
+		return out[strings.Index(out, "prloop keeps running"):]
+	}
+	require.Never(t, func() bool { return strings.Contains(after(), "demo/widgets#") }, 5*time.Second, 100*time.Millisecond,
+		"events after the summary:\n%s", p.Stdout.String())
+	require.NoError(t, p.Signal(os.Interrupt))
+	exited, _ := p.Wait(30 * time.Second)
+	require.True(t, exited, "prloop demo -keep did not stop on an interrupt")
 }
