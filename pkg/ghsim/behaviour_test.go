@@ -593,3 +593,49 @@ func TestCommitAndUser_ServeGitFacts(t *testing.T) {
 	assert.Equal(t, "Bot", me.obj(t)["type"])
 	assert.Equal(t, 401, call(t, e.srv, "GET", "/user", "", nil).StatusCode)
 }
+
+func TestBranchRules_RequiredChecksPerBranch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	require.NoError(t, e.sim.SetRequiredChecks(e.repo, "main", "ci/build", "test"))
+	require.NoError(t, e.sim.SetRequiredChecks(e.repo, "release/1.x", "ci/build"))
+	tests := []struct {
+		name, path string
+		status     int
+		want       []string
+	}{
+		{name: "branch with a rule", path: "/repos/octo/socket.io/rules/branches/main", status: 200, want: []string{"ci/build", "test"}},
+		{name: "escaped slash in the branch", path: "/repos/octo/socket.io/rules/branches/release%2F1.x", status: 200, want: []string{"ci/build"}},
+		{name: "branch without rules", path: "/repos/octo/socket.io/rules/branches/feature", status: 200, want: nil},
+		{name: "unknown branch has none", path: "/repos/octo/socket.io/rules/branches/nope", status: 200, want: nil},
+		{name: "unknown repository", path: "/repos/octo/nope/rules/branches/main", status: 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { // not parallel: "cleared" below changes the rules
+			r := call(t, e.srv, "GET", tt.path, tokReader, nil)
+			require.Equal(t, tt.status, r.StatusCode, "read access suffices; body: %.300s", r.body)
+			if tt.status != 200 {
+				return
+			}
+			var rules []*gh.RepositoryRule
+			r.json(t, &rules)
+			var got []string
+			for _, rule := range rules {
+				require.Equal(t, "required_status_checks", rule.Type)
+				var p gh.RequiredStatusChecksRuleParameters
+				require.NoError(t, json.Unmarshal(*rule.Parameters, &p))
+				for _, c := range p.RequiredStatusChecks {
+					got = append(got, c.Context)
+				}
+			}
+			assert.Equal(t, tt.want, got)
+		})
+	}
+
+	t.Run("cleared", func(t *testing.T) {
+		require.NoError(t, e.sim.SetRequiredChecks(e.repo, "main"))
+		r := call(t, e.srv, "GET", "/repos/octo/socket.io/rules/branches/main", tokReader, nil)
+		require.Equal(t, 200, r.StatusCode)
+		assert.Empty(t, r.list(t))
+	})
+}

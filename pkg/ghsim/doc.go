@@ -30,6 +30,9 @@
 //     rather than a lost commit.
 //   - Commit statuses (combined state: pending when there are none) and
 //     check runs, by sha or branch name.
+//   - Branch rules (GET /rules/branches/{branch}, readable by anyone): a
+//     required_status_checks rule per branch, set with SetRequiredChecks.
+//     It is listed, not enforced, as for a token that may bypass it.
 //   - Permissions: admin, maintain, write, triage, read, none per
 //     collaborator; the owner is admin; every repository is public, so
 //     anyone may read, comment and react. Writes that need more answer 403
@@ -93,7 +96,7 @@
 // # What it does not model
 //
 // Forks (head and base are always the same repository), plain issues
-// without a pull request, branch protection (so no "blocked" state and no
+// without a pull request, classic branch protection and enforced rulesets (so no "blocked" state and no
 // required reviews), auto-merge, asynchronous mergeability (GitHub may
 // answer mergeable: null while it computes; the sim computes synchronously),
 // GraphQL, webhooks, search, editing or deleting comments, dismissing

@@ -46,6 +46,7 @@ func (s *Sim) routes() {
 	s.handle("GET "+r+"/commits/{ref}/status", s.combinedStatus)
 	s.handle("GET "+r+"/commits/{ref}/check-runs", s.checkRuns)
 	s.handle("GET "+r+"/collaborators/{username}/permission", s.permission)
+	s.handle("GET "+r+"/rules/branches/{branch}", s.branchRulesHandler)
 	s.handle("DELETE "+r+"/git/refs/{ref...}", s.deleteRef)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, "NOT_FOUND", func(*reqCtx) *result { return notFound() })

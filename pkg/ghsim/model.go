@@ -234,6 +234,7 @@ type repo struct {
 	rcomments    []*reviewComment  // all review comments, oldest first
 	statuses     map[string][]*commitStatus
 	checks       map[string][]*checkRun
+	rules        map[string]*branchRules // branch -> its required checks (SetRequiredChecks)
 	merges       map[[2]string]mergeInfo
 	refs         map[string]refEntry
 	packed       packedRefs

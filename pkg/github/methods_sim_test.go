@@ -399,3 +399,41 @@ func TestClient_TokenNeverLeaks(t *testing.T) {
 		assert.False(t, strings.Contains(err.Error(), "Authorization"), err.Error())
 	}
 }
+
+func TestClient_ListBranchRules(t *testing.T) {
+	t.Parallel()
+	e := newSimEnv(t, ghsim.Options{}, Config{}, Options{})
+	require.NoError(t, e.sim.SetRequiredChecks(e.repo, "main", "test", "ci/build", "test"))
+	require.NoError(t, e.sim.SetRequiredChecks(e.repo, "release/1.x", "ci/build"))
+	tests := []struct {
+		name, branch string
+		want         []string
+	}{
+		{name: "required checks, sorted, once each", branch: "main", want: []string{"ci/build", "test"}},
+		{name: "slash in the branch", branch: "release/1.x", want: []string{"ci/build"}},
+		{name: "no rules", branch: "feature", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rules, err := e.client.ListBranchRules(t.Context(), e.repo, tt.branch)
+			require.NoError(t, err)
+			got, err := RequiredChecks(rules)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	t.Run("unknown repository", func(t *testing.T) {
+		t.Parallel()
+		rules, err := e.client.ListBranchRules(t.Context(), ghref.Repo{Owner: "acme", Name: "nope"}, "main")
+		require.NoError(t, err, "a 404 means no rules")
+		assert.Empty(t, rules)
+	})
+}
+
+func TestRequiredChecks_UndecodableRuleIsAnError(t *testing.T) {
+	t.Parallel()
+	_, err := RequiredChecks([]BranchRule{{Type: RuleRequiredStatusChecks, Parameters: json.RawMessage(`{"required_status_checks":"ci"}`), RulesetID: 7}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "ruleset 7")
+}

@@ -44,6 +44,11 @@ func routeOf(method, basePath, path string) string {
 		case s == "refs" && i+1 < len(segs):
 			out = append(out, s, "{ref}")
 			i = len(segs)
+		case s == "branches" && i > 0 && segs[i-1] == "rules" && i+1 < len(segs):
+			// /rules/branches/{branch}: the decoded path may hold a
+			// branch's slashes.
+			out = append(out, s, "{branch}")
+			i = len(segs)
 		case s == "merge" || s == "update-branch" || s == "permission" || s == "status":
 			out = append(out, s)
 		default:

@@ -20,6 +20,11 @@ const (
 	UpdateRebase = "rebase"
 )
 
+// StatusContext is the context of prloop's own commit status. It is never
+// counted as a check: a status prloop sets must not make its own gate
+// green. (It may become configurable as PRLOOP_STATUS_CONTEXT.)
+const StatusContext = "prloop"
+
 // Config is the merger's configuration, read from PRLOOP_* variables.
 type Config struct {
 	config.Common
@@ -31,6 +36,10 @@ type Config struct {
 	// RequireChecks makes the merger wait for the head's commit statuses and
 	// check runs to pass, and escalate when they fail.
 	RequireChecks bool `envconfig:"PRLOOP_REQUIRE_CHECKS" default:"true"`
+	// RequiredChecks adds checks (commit status contexts or check run
+	// names, comma-separated) that every head must pass before a merge, to
+	// those the base branch's rules require.
+	RequiredChecks []string `envconfig:"PRLOOP_REQUIRED_CHECKS"`
 	// ChecksTimeout is how long the merger waits for pending checks on one
 	// head before escalating with reason checks_failed.
 	ChecksTimeout time.Duration `envconfig:"PRLOOP_CHECKS_TIMEOUT" default:"30m"`
@@ -56,6 +65,16 @@ type Config struct {
 	UpdateTimeout time.Duration `envconfig:"PRLOOP_UPDATE_TIMEOUT" default:"2m"`
 }
 
+// requiredChecks returns PRLOOP_REQUIRED_CHECKS without the spaces around
+// each name.
+func (c Config) requiredChecks() []string {
+	out := make([]string, 0, len(c.RequiredChecks))
+	for _, name := range c.RequiredChecks {
+		out = append(out, strings.TrimSpace(name))
+	}
+	return out
+}
+
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Config.Validate()}
@@ -68,6 +87,12 @@ func (c Config) Validate() error {
 	case UpdateMerge, UpdateRebase:
 	default:
 		errs = append(errs, fmt.Errorf("PRLOOP_UPDATE_METHOD=%q: want merge (GitHub's update-branch) or rebase", c.UpdateMethod))
+	}
+	for _, name := range c.RequiredChecks {
+		if strings.TrimSpace(name) == "" {
+			errs = append(errs, fmt.Errorf("PRLOOP_REQUIRED_CHECKS=%q: want comma-separated check names without empty ones", strings.Join(c.RequiredChecks, ",")))
+			break
+		}
 	}
 	if c.ChecksTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_CHECKS_TIMEOUT=%s: want a positive duration such as 30m", c.ChecksTimeout))

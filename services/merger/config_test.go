@@ -21,6 +21,7 @@ func TestConfig_FromEnvironment(t *testing.T) {
 				assert.False(t, c.DeleteBranch)
 				assert.False(t, c.DryRun)
 				assert.Equal(t, time.Minute, c.LockTTL)
+				assert.Empty(t, c.requiredChecks())
 			},
 		},
 		{
@@ -28,6 +29,7 @@ func TestConfig_FromEnvironment(t *testing.T) {
 			Env: map[string]string{
 				"PRLOOP_MERGE_METHOD": "rebase", "PRLOOP_REQUIRE_CHECKS": "false", "PRLOOP_CHECKS_TIMEOUT": "5m",
 				"PRLOOP_UPDATE_METHOD": "rebase", "PRLOOP_DELETE_BRANCH": "true", "PRLOOP_DRY_RUN": "true",
+				"PRLOOP_REQUIRED_CHECKS": "ci/build, test",
 			},
 			Check: func(t *testing.T, c Config) {
 				assert.Equal(t, "rebase", c.MergeMethod)
@@ -36,11 +38,13 @@ func TestConfig_FromEnvironment(t *testing.T) {
 				assert.Equal(t, UpdateRebase, c.UpdateMethod)
 				assert.True(t, c.DeleteBranch)
 				assert.True(t, c.DryRun)
+				assert.Equal(t, []string{"ci/build", "test"}, c.requiredChecks())
 			},
 		},
 		{Name: "unknown merge method", Env: map[string]string{"PRLOOP_MERGE_METHOD": "octopus"}, WantErr: []string{"PRLOOP_MERGE_METHOD", "octopus"}},
 		{Name: "unknown update method", Env: map[string]string{"PRLOOP_UPDATE_METHOD": "cherry-pick"}, WantErr: []string{"PRLOOP_UPDATE_METHOD"}},
 		{Name: "zero checks timeout", Env: map[string]string{"PRLOOP_CHECKS_TIMEOUT": "0s"}, WantErr: []string{"PRLOOP_CHECKS_TIMEOUT"}},
+		{Name: "empty required check", Env: map[string]string{"PRLOOP_REQUIRED_CHECKS": "ci/build,,test"}, WantErr: []string{"PRLOOP_REQUIRED_CHECKS"}},
 		{Name: "bad boolean", Env: map[string]string{"PRLOOP_DRY_RUN": "maybe"}, WantErr: []string{`PRLOOP_DRY_RUN="maybe"`}},
 		{Name: "lock lease too short", Env: map[string]string{"PRLOOP_MERGE_LOCK_TTL": "10ms"}, WantErr: []string{"PRLOOP_MERGE_LOCK_TTL"}},
 	})

@@ -16,9 +16,12 @@ type ChecksState int
 
 // Check verdicts.
 const (
-	// ChecksGreen: every status and check run passed, or there are none.
+	// ChecksGreen: every check that reported passed, every expected check
+	// (required for the base, or seen on an earlier head) reported, and
+	// either something reported or nothing was expected.
 	ChecksGreen ChecksState = iota
-	// ChecksPending: nothing failed and something has not finished.
+	// ChecksPending: nothing failed and something has not finished or has
+	// not reported yet.
 	ChecksPending
 	// ChecksFailed: a status or a finished check run did not pass.
 	ChecksFailed
@@ -40,8 +43,16 @@ func (s ChecksState) String() string {
 // Checks is what the commit statuses and check runs of a head say.
 type Checks struct {
 	State ChecksState
-	// Failed and Pending name the contexts and check runs in those states.
+	// Failed and Pending name the contexts and check runs in those states;
+	// Pending also names each expected check that has not reported, as
+	// "<name> (not reported)".
 	Failed, Pending []string
+	// Missing names the expected checks that have not reported on the head.
+	Missing []string
+	// Reported names every check that reported on the head (status
+	// contexts and check run names, prloop's own status excepted): what the
+	// merger remembers for the PR's later heads.
+	Reported []string
 }
 
 // Summary describes the checks in a few words for logs and escalations.
@@ -55,17 +66,42 @@ func (c Checks) Summary() string {
 	return "green"
 }
 
-// EvaluateChecks combines the commit statuses (GitHub's combined status,
-// which holds the latest status per context) and the check runs of one head.
-// A head with neither counts as green, although GitHub calls its combined
-// state "pending". When a check ran more than once, its latest run counts.
-func EvaluateChecks(combined *gh.CombinedStatus, runs []*gh.CheckRun) Checks {
+// ChecksInput is what EvaluateChecks looks at.
+type ChecksInput struct {
+	// Required names the checks the base requires (its branch rules and
+	// PRLOOP_REQUIRED_CHECKS): status contexts or check run names.
+	Required []string
+	// Seen names the checks that reported on earlier heads of the PR.
+	Seen []string
+	// Own is prloop's own status context (StatusContext): never a check.
+	Own string
+	// Combined is GitHub's combined status of the head, which holds the
+	// latest status per context; Runs are the head's check runs.
+	Combined *gh.CombinedStatus
+	Runs     []*gh.CheckRun
+}
+
+// EvaluateChecks decides whether a head's checks allow a merge. A head is
+// green only when every check that reported on it passed and every
+// expected check (required, or seen on an earlier head) reported: right
+// after a push or a branch update CI has often not registered anything yet,
+// and an empty list then means "not yet", not "nothing to wait for". A head
+// with no checks at all is green only when nothing is expected. A name is
+// matched against status contexts and check run names alike, as GitHub's
+// required checks are. When a check ran more than once, its latest run
+// counts.
+func EvaluateChecks(in ChecksInput) Checks {
 	var c Checks
+	reported := map[string]bool{}
 	var statuses []*gh.RepoStatus
-	if combined != nil {
-		statuses = combined.Statuses
+	if in.Combined != nil {
+		statuses = in.Combined.Statuses
 	}
 	for _, st := range statuses {
+		if st == nil || (in.Own != "" && st.GetContext() == in.Own) {
+			continue
+		}
+		reported[st.GetContext()] = true
 		name := "status " + st.GetContext()
 		switch st.GetState() {
 		case "success":
@@ -76,7 +112,7 @@ func EvaluateChecks(combined *gh.CombinedStatus, runs []*gh.CheckRun) Checks {
 		}
 	}
 	latest := map[string]*gh.CheckRun{}
-	for _, r := range runs {
+	for _, r := range in.Runs {
 		if r == nil {
 			continue
 		}
@@ -85,6 +121,7 @@ func EvaluateChecks(combined *gh.CombinedStatus, runs []*gh.CheckRun) Checks {
 		}
 	}
 	for name, r := range latest {
+		reported[name] = true
 		name = "check " + name
 		switch {
 		case r.GetStatus() != "completed":
@@ -94,8 +131,20 @@ func EvaluateChecks(combined *gh.CombinedStatus, runs []*gh.CheckRun) Checks {
 			c.Failed = append(c.Failed, name+" ("+r.GetConclusion()+")")
 		}
 	}
+	for _, name := range slices.Concat(in.Required, in.Seen) {
+		if name == "" || name == in.Own || reported[name] || slices.Contains(c.Missing, name) {
+			continue
+		}
+		c.Missing = append(c.Missing, name)
+		c.Pending = append(c.Pending, name+" (not reported)")
+	}
+	for name := range reported {
+		c.Reported = append(c.Reported, name)
+	}
 	slices.Sort(c.Failed)
 	slices.Sort(c.Pending)
+	slices.Sort(c.Missing)
+	slices.Sort(c.Reported)
 	switch {
 	case len(c.Failed) > 0:
 		c.State = ChecksFailed

@@ -22,16 +22,41 @@ func TestEvaluateChecks(t *testing.T) {
 		}
 		return r
 	}
+	statuses := func(sts ...*gh.RepoStatus) *gh.CombinedStatus { return &gh.CombinedStatus{Statuses: sts} }
 	tests := []struct {
-		name     string
-		combined *gh.CombinedStatus
-		runs     []*gh.CheckRun
-		want     ChecksState
-		failed   []string
-		pending  []string
+		name              string
+		required, seen    []string
+		combined          *gh.CombinedStatus
+		runs              []*gh.CheckRun
+		want              ChecksState
+		failed, pending   []string
+		missing, reported []string
 	}{
-		{name: "nothing at all is green though GitHub says pending", combined: &gh.CombinedStatus{State: gh.String("pending")}, want: ChecksGreen},
+		{name: "nothing at all, nothing required, nothing ever ran: green though GitHub says pending", combined: &gh.CombinedStatus{State: gh.String("pending")}, want: ChecksGreen},
 		{name: "no combined status at all", want: ChecksGreen},
+		{name: "nothing yet on a head whose base requires a check", required: []string{"ci/build"},
+			combined: &gh.CombinedStatus{State: gh.String("pending")}, want: ChecksPending,
+			pending: []string{"ci/build (not reported)"}, missing: []string{"ci/build"}},
+		{name: "nothing yet on a head after checks ran on an earlier one", seen: []string{"build", "ci/lint"},
+			want: ChecksPending, pending: []string{"build (not reported)", "ci/lint (not reported)"}, missing: []string{"build", "ci/lint"}},
+		{name: "required status passed", required: []string{"ci/build"}, combined: statuses(status("ci/build", "success")),
+			want: ChecksGreen, reported: []string{"ci/build"}},
+		{name: "required check run passed", required: []string{"build"}, runs: []*gh.CheckRun{run(1, "build", "completed", "success")},
+			want: ChecksGreen, reported: []string{"build"}},
+		{name: "required check still running", required: []string{"build"}, runs: []*gh.CheckRun{run(1, "build", "in_progress", "")},
+			want: ChecksPending, pending: []string{"check build"}, reported: []string{"build"}},
+		{name: "one of two required checks reported", required: []string{"build", "ci/build"}, combined: statuses(status("ci/build", "success")),
+			want: ChecksPending, pending: []string{"build (not reported)"}, missing: []string{"build"}, reported: []string{"ci/build"}},
+		{name: "a check seen before reported again and passed", seen: []string{"build"}, required: []string{"build"},
+			runs: []*gh.CheckRun{run(1, "build", "completed", "success")}, want: ChecksGreen, reported: []string{"build"}},
+		{name: "a failure wins over a missing check", required: []string{"ci/build"}, runs: []*gh.CheckRun{run(1, "lint", "completed", "failure")},
+			want: ChecksFailed, failed: []string{"check lint (failure)"}, pending: []string{"ci/build (not reported)"},
+			missing: []string{"ci/build"}, reported: []string{"lint"}},
+		{name: "prloop's own status is not a check", combined: statuses(status(StatusContext, "success")), want: ChecksGreen},
+		{name: "prloop's own status does not satisfy a requirement", required: []string{"ci/build"}, combined: statuses(status(StatusContext, "success")),
+			want: ChecksPending, pending: []string{"ci/build (not reported)"}, missing: []string{"ci/build"}},
+		{name: "prloop's own failing status does not fail", combined: statuses(status(StatusContext, "failure")), want: ChecksGreen},
+		{name: "prloop's own status is never expected", required: []string{StatusContext}, seen: []string{StatusContext}, want: ChecksGreen},
 		{name: "all passed", combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{status("ci", "success")}},
 			runs: []*gh.CheckRun{run(1, "build", "completed", "success"), run(2, "lint", "completed", "neutral"), run(3, "docs", "completed", "skipped")}, want: ChecksGreen},
 		{name: "pending status", combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{status("ci", "pending")}}, want: ChecksPending, pending: []string{"status ci"}},
@@ -50,10 +75,14 @@ func TestEvaluateChecks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := EvaluateChecks(tt.combined, tt.runs)
+			got := EvaluateChecks(ChecksInput{Required: tt.required, Seen: tt.seen, Own: StatusContext, Combined: tt.combined, Runs: tt.runs})
 			assert.Equal(t, tt.want, got.State, got.Summary())
 			assert.Equal(t, tt.failed, got.Failed)
 			assert.Equal(t, tt.pending, got.Pending)
+			assert.Equal(t, tt.missing, got.Missing)
+			if tt.reported != nil {
+				assert.Equal(t, tt.reported, got.Reported)
+			}
 		})
 	}
 }

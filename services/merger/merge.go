@@ -52,7 +52,7 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		}
 		var checks Checks
 		if s.cfg.RequireChecks && v.Open && !v.Merged && v.HeadSHA == st.Head {
-			if checks, err = s.checks(ctx, st, v.HeadSHA); err != nil {
+			if checks, err = s.checks(ctx, &st, v.HeadSHA); err != nil {
 				return s.retryLater(ctx, &st, err, log)
 			}
 		}
@@ -161,8 +161,19 @@ func (s *Service) recordUpdate(ctx context.Context, st *stored, head string, log
 	return nil
 }
 
-func (s *Service) checks(ctx context.Context, st stored, head string) (Checks, error) {
+// checks evaluates head's checks against those the base requires and those
+// seen on the PR's earlier heads, and remembers in the entry what reported
+// on this one.
+func (s *Service) checks(ctx context.Context, st *stored, head string) (Checks, error) {
 	repo := st.PR.RepoRef()
+	rules, err := s.d.GitHub.ListBranchRules(ctx, repo, st.Base)
+	if err != nil {
+		return Checks{}, err
+	}
+	required, err := github.RequiredChecks(rules)
+	if err != nil {
+		return Checks{}, fmt.Errorf("required checks of %s of %s: %w", st.Base, repo, err)
+	}
 	combined, err := s.d.GitHub.GetCombinedStatus(ctx, repo, head)
 	if err != nil {
 		return Checks{}, err
@@ -171,7 +182,17 @@ func (s *Service) checks(ctx context.Context, st stored, head string) (Checks, e
 	if err != nil {
 		return Checks{}, err
 	}
-	return EvaluateChecks(combined, runs), nil
+	c := EvaluateChecks(ChecksInput{
+		Required: union(required, s.cfg.requiredChecks()), Seen: st.SeenChecks, Own: StatusContext,
+		Combined: combined, Runs: runs,
+	})
+	if seen := union(st.SeenChecks, c.Reported); len(seen) > len(st.SeenChecks) {
+		st.SeenChecks = seen
+		if err := s.q.save(ctx, st); err != nil {
+			return Checks{}, err
+		}
+	}
+	return c, nil
 }
 
 // updateBranch brings the head up to date with its base and makes the new

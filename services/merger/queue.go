@@ -43,6 +43,9 @@ type Entry struct {
 	Head         string    `json:"head"`
 	Approvers    []string  `json:"approvers,omitempty"`
 	QueuedAt     time.Time `json:"queued_at"`
+	// SeenChecks names every check that reported on a head of the PR the
+	// merger looked at: each must report on later heads too before a merge.
+	SeenChecks []string `json:"seen_checks,omitempty"`
 
 	// The fields below record progress, written before each step that
 	// changes GitHub, so that a replica taking over after a crash knows
@@ -234,6 +237,10 @@ func (q queue) enqueue(ctx context.Context, e Entry) (stored, bool, error) {
 			return stored{}, false, fmt.Errorf("queue %s: %w", e.PR, err)
 		case cur.ApprovedHead == e.ApprovedHead || cur.Head == e.ApprovedHead:
 			return cur, true, nil
+		}
+		e.SeenChecks = union(e.SeenChecks, cur.SeenChecks)
+		if body, err = json.Marshal(e); err != nil {
+			return stored{}, false, fmt.Errorf("encode queue entry for %s: %w", e.PR, err)
 		}
 		rev, err := q.kv.Update(ctx, key, body, cur.rev)
 		if kvlease.IsConflict(err) {

@@ -127,6 +127,31 @@ func (s *Service) probed(ctx context.Context, result string) {
 	}
 }
 
+// enrols reports whether a kicked PR is (now) watched, and watches it if
+// so. A kick (a webhook, a status naming a head) is a trigger, not an
+// opt-in: a PR not watched yet is enrolled only when it passes the same
+// filters as auto-discovery, or when it already has a state record (an
+// explicit watch request, which may have been handled by another replica,
+// or an earlier enrolment).
+func (s *Service) enrols(ctx context.Context, rw *repoWatch, pr ghref.PR, p pullInfo) (bool, error) {
+	rw.mu.Lock()
+	watched := rw.prs[pr.Number]
+	rw.mu.Unlock()
+	if !watched && !s.wanted(p) {
+		_, _, err := s.d.Store.Get(ctx, pr)
+		if errors.Is(err, state.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read state of %s: %w", pr, err)
+		}
+	}
+	rw.mu.Lock()
+	rw.prs[pr.Number] = true
+	rw.mu.Unlock()
+	return true, nil
+}
+
 // wanted applies the auto-discovery filters.
 func (s *Service) wanted(p pullInfo) bool {
 	if s.cfg.WatchLabel != "" && !slices.ContainsFunc(p.labels, func(l string) bool { return strings.EqualFold(l, s.cfg.WatchLabel) }) {
@@ -233,9 +258,12 @@ func (s *Service) evaluateFetched(ctx context.Context, rw *repoWatch, pr ghref.P
 	if err != nil {
 		return err
 	}
-	rw.mu.Lock()
-	rw.prs[pr.Number] = true
-	rw.mu.Unlock()
+	if ok, err := s.enrols(ctx, rw, pr, pullInfoOf(p)); err != nil || !ok {
+		if err == nil {
+			log.Debug("not watching: outside PRLOOP_WATCH_LABEL / PRLOOP_WATCH_AUTHORS")
+		}
+		return err
+	}
 	if p.GetState() != "open" {
 		return s.closed(ctx, rw, pr, log)
 	}
