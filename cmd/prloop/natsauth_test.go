@@ -8,7 +8,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
@@ -161,13 +164,41 @@ func fillNATSKeys(t *testing.T, text string) string {
 	return text
 }
 
-// k8sNATSConf returns the nats.conf of the Kubernetes ConfigMap.
+// k8sNATSConf returns the nats.conf of the Kubernetes ConfigMap nats-config.
 func k8sNATSConf(t *testing.T, root string) string {
 	t.Helper()
-	b := readK8s(t, root)
-	cm, ok := b.configMaps["nats-config"]
-	require.True(t, ok, "deploy/k8s: ConfigMap nats-config")
-	return strings.ReplaceAll(cm.Data["nats.conf"], "$POD_NAME", "nats-0")
+	f, err := os.Open(filepath.Join(root, "deploy/k8s/nats.yaml"))
+	require.NoError(t, err)
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	for {
+		var obj struct {
+			Kind     string                `yaml:"kind"`
+			Metadata struct{ Name string } `yaml:"metadata"`
+			Data     map[string]string     `yaml:"data"`
+		}
+		err := dec.Decode(&obj)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err, "deploy/k8s/nats.yaml")
+		if obj.Kind == "ConfigMap" && obj.Metadata.Name == "nats-config" {
+			return strings.ReplaceAll(obj.Data["nats.conf"], "$POD_NAME", "nats-0")
+		}
+	}
+	require.Fail(t, "deploy/k8s/nats.yaml: no ConfigMap nats-config")
+	return ""
+}
+
+// parseNATSConf parses a NATS configuration with nats-server's own parser,
+// the users' keys filled in.
+func parseNATSConf(t *testing.T, text string) *server.Options {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "nats.conf")
+	require.NoError(t, os.WriteFile(f, []byte(fillNATSKeys(t, text)), 0o600))
+	opts, err := server.ProcessConfigFile(f)
+	require.NoError(t, err, "nats-server rejects the configuration")
+	return opts
 }
 
 func TestNATSAuth_DeployUsersMatchTheEventTable(t *testing.T) {
@@ -180,7 +211,7 @@ func TestNATSAuth_DeployUsersMatchTheEventTable(t *testing.T) {
 	for where, text := range confs {
 		t.Run(where, func(t *testing.T) {
 			t.Parallel()
-			opts := natsOptions(t, text, nil)
+			opts := parseNATSConf(t, text)
 
 			// Without credentials: the read-only observer.
 			require.Equal(t, natsx.ObserverUser, opts.NoAuthUser, "%s: no_auth_user", where)
@@ -249,7 +280,7 @@ func startDeployNATS(t *testing.T) string {
 	t.Helper()
 	text, err := os.ReadFile(filepath.Join(proctest.Root(t), natsConfPath))
 	require.NoError(t, err)
-	opts := natsOptions(t, string(text), nil)
+	opts := parseNATSConf(t, string(text))
 	opts.Host, opts.Port, opts.HTTPPort = "127.0.0.1", -1, 0
 	opts.StoreDir = t.TempDir()
 	opts.NoSigs, opts.NoLog = true, true
@@ -302,7 +333,11 @@ func TestNATSAuth_DeployServerRefusesForgedApprovals(t *testing.T) {
 	}
 	t.Run("refused", func(t *testing.T) {
 		for _, user := range append([]string{""}, slices.DeleteFunc(events.Publishers(), func(u string) bool { return u == poller.Name })...) {
-			t.Run(orDefault(user, "no credentials"), func(t *testing.T) {
+			name := user
+			if name == "" {
+				name = "no credentials"
+			}
+			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				c := connectAs(t, url, user)
 				require.Error(t, approve(c.JS, "forger"), "%q published PRReviewApproved", user)
