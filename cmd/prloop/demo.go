@@ -165,7 +165,9 @@ the other is never reviewed and is escalated to a human.
 		// something the summary does not explain.
 		defer cc.Stop()
 		fmt.Fprintf(stdout, "\nprloop keeps running; Ctrl-C stops it. Any further event is printed below.\n")
-		fmt.Fprintf(stdout, "  NATS:      %s   (nats -s %s sub 'pr.>')\n", rt.Conn.URL, rt.Conn.URL)
+		fmt.Fprintf(stdout, "  NATS:      %s   (watch, read-only without credentials: nats -s %s sub 'pr.>')\n", rt.Conn.URL, rt.Conn.URL)
+		fmt.Fprintf(stdout, "  NATS key:  %s   (to publish or read JetStream: nats -s %s --nkey %s …, or PRLOOP_NATS_URL=%s PRLOOP_NATS_CREDS_FILE=%s prloop status)\n",
+			rt.Conn.CredsFile, rt.Conn.URL, rt.Conn.CredsFile, rt.Conn.URL, rt.Conn.CredsFile)
 		fmt.Fprintf(stdout, "  simulator: %s   (alice's token: %s)\n", w.srv.URL, "alice-demo-token")
 		<-ctx.Done()
 	}

@@ -1053,6 +1053,7 @@ func natsOptions(t *testing.T, text string, vars map[string]string) *server.Opti
 	for k, v := range vars {
 		text = strings.ReplaceAll(text, "$"+k, v)
 	}
+	text = fillNATSKeys(t, text) // the users' public keys (natsauth_test.go)
 	f := filepath.Join(t.TempDir(), "nats.conf")
 	require.NoError(t, os.WriteFile(f, []byte(text), 0o600))
 	opts, err := server.ProcessConfigFile(f)
@@ -1988,7 +1989,7 @@ func TestDeployK8s_ProbesServedByServices(t *testing.T) {
 			env := b.k8sEnvOf(t, where, c, images[imageRepo(c.Image)].stage.imageEnv())
 			vars, _ := configVars(r.configs...)
 			overrides := map[string]string{
-				"PRLOOP_NATS_URL": conn.URL, "PRLOOP_STREAM_REPLICAS": "1",
+				"PRLOOP_NATS_URL": conn.URL, "PRLOOP_NATS_CREDS_FILE": conn.CredsFile, "PRLOOP_STREAM_REPLICAS": "1",
 				"PRLOOP_HTTP_ADDR": "127.0.0.1:0", "PRLOOP_LOG_FORMAT": "json",
 				"PRLOOP_WORKSPACE_DIR": t.TempDir(), "PRLOOP_DATA_DIR": t.TempDir(),
 				"PRLOOP_WEBHOOK_SECRET": webhookSecret,

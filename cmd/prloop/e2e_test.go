@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -21,7 +19,6 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/events/eventstest"
 	"github.com/prloop/prloop/pkg/ghref"
-	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/proctest"
 )
 
@@ -34,20 +31,11 @@ func TestEndToEnd_SeparateProcesses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 
-	// NATS, its own process, JetStream syncing every write.
-	natsBin := proctest.Build(t, "github.com/nats-io/nats-server/v2")
-	port := freePort(t)
-	conf := filepath.Join(dir, "nats.conf")
-	require.NoError(t, os.WriteFile(conf, []byte(fmt.Sprintf("listen: 127.0.0.1:%d\njetstream { store_dir: %q, sync_interval: always }\n", port, filepath.Join(dir, "js"))), 0o644))
-	proctest.Start(t, natsBin, nil, "-c", conf)
-	natsURL := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	conn, err := natsx.Connect(ctx, natsx.Options{URL: natsURL, Name: "e2e-test"})
-	cancel()
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = conn.Close(context.Background()) })
-	require.NoError(t, events.EnsureStreams(t.Context(), conn.JS, events.StreamOptions{}))
-	rec := eventstest.Record(t, conn.JS)
+	// NATS as deployed (deploy/nats/nats.conf): every service its own user,
+	// allowed only its own event types and buckets. The test is the
+	// operator (cli): it asks to watch and reads the events.
+	natsURL := startDeployNATS(t)
+	conn := connectAs(t, natsURL, events.PublisherCLI)
 
 	// The simulator, its own process.
 	prloop := proctest.Build(t, "./cmd/prloop")
@@ -73,13 +61,18 @@ func TestEndToEnd_SeparateProcesses(t *testing.T) {
 	}
 	for _, name := range []string{"poller", "feedback", "merger", "escalator"} {
 		bin := proctest.Build(t, "./services/"+name+"/cmd/"+name)
-		p := proctest.Start(t, bin, env)
+		creds, _ := testNKey(t, name)
+		p := proctest.Start(t, bin, append(env, "PRLOOP_NATS_CREDS_FILE="+creds))
 		require.Eventually(t, func() bool { return strings.Contains(p.Stderr.String(), `"msg":"ready"`) }, 30*time.Second, 20*time.Millisecond, "%s never got ready", name)
+		t.Cleanup(func() {
+			assert.NotContains(t, p.Stderr.String(), "ermissions", "%s was refused something it needs", name)
+		})
 	}
+	rec := eventstest.Record(t, conn.JS)
 
 	pr := ghref.PR{Owner: "demo", Repo: "widgets", Number: 1}
 	alice := reviewer{t: t, base: simURL, token: "alice-demo-token"}
-	_, _, err = events.NewEmitter(conn.JS, "e2e-test").Emit(t.Context(), &events.WatchRequested{Base: events.Base{PR: pr}, Actor: "test"}, "1")
+	_, _, err := events.NewEmitter(conn.JS, events.PublisherCLI).Emit(t.Context(), &events.WatchRequested{Base: events.Base{PR: pr}, Actor: "test"}, "1")
 	require.NoError(t, err)
 
 	const wait = 30 * time.Second

@@ -16,12 +16,48 @@ import (
 // defaultNATSURL is where a local 'prloop run' serves its embedded NATS.
 const defaultNATSURL = "nats://127.0.0.1:4222"
 
+// defaultDataDir is config.Common's default PRLOOP_DATA_DIR.
+const defaultDataDir = "./.prloop"
+
 // natsURL is the server the operator commands talk to.
 func natsURL() string {
 	if u := os.Getenv("PRLOOP_NATS_URL"); u != "" {
 		return u
 	}
 	return defaultNATSURL
+}
+
+// cliNATS returns the connection options of the operator commands. They
+// authenticate with PRLOOP_NATS_CREDS_FILE, or else with the key a local
+// 'prloop run' keeps in its data directory (PRLOOP_DATA_DIR, default
+// ./.prloop) when it is there: without credentials NATS lets them only
+// subscribe, which is enough for 'nats sub' but not for JetStream reads or
+// a PRWatchRequested.
+func cliNATS() natsx.Options {
+	creds := os.Getenv("PRLOOP_NATS_CREDS_FILE")
+	if creds == "" {
+		dir := os.Getenv("PRLOOP_DATA_DIR")
+		if dir == "" {
+			dir = defaultDataDir
+		}
+		if _, err := os.Stat(natsx.KeyFile(dir)); err == nil {
+			creds = natsx.KeyFile(dir)
+		}
+	}
+	return natsx.Options{URL: natsURL(), CredsFile: creds, Name: "prloop-cli"}
+}
+
+// credsHint says where the operator commands look for credentials, for
+// errors that may come from their lack.
+const credsHint = "commands that publish or read JetStream need prloop's NATS key: run them where 'prloop run' keeps its data (PRLOOP_DATA_DIR, default ./.prloop) or set PRLOOP_NATS_CREDS_FILE"
+
+// withCredsHint adds credsHint to err when conn has no credentials, the
+// likely cause of a refused publish or JetStream request.
+func withCredsHint(err error, conn *natsx.Conn) error {
+	if err == nil || conn.CredsFile != "" {
+		return err
+	}
+	return fmt.Errorf("%w (connected without credentials: %s)", err, credsHint)
 }
 
 func emitTest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,7 +77,7 @@ func emitTest(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := natsx.Connect(ctx, natsx.Options{URL: natsURL(), CredsFile: os.Getenv("PRLOOP_NATS_CREDS_FILE"), Name: "prloop-cli"})
+	conn, err := natsx.Connect(ctx, cliNATS())
 	if err != nil {
 		return fmt.Errorf("%w (start prloop with 'prloop run' first, or point PRLOOP_NATS_URL at its NATS)", err)
 	}
@@ -54,7 +90,7 @@ func emitTest(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ack, err := events.Publish(ctx, conn.JS, e)
 	if err != nil {
-		return err
+		return withCredsHint(err, conn)
 	}
 	fmt.Fprintf(stdout, "published %s %s on %s (stream %s, seq %d)\n", e.Type(), e.ID(), events.Subject(pr, events.TypeReviewPending), ack.Stream, ack.Sequence)
 	return nil

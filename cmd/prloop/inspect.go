@@ -27,7 +27,7 @@ import (
 func connectCLI(ctx context.Context) (*natsx.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := natsx.Connect(ctx, natsx.Options{URL: natsURL(), CredsFile: os.Getenv("PRLOOP_NATS_CREDS_FILE"), Name: "prloop-cli"})
+	conn, err := natsx.Connect(ctx, cliNATS())
 	if err != nil {
 		return nil, fmt.Errorf("%w (is prloop running? start it with 'prloop run', or point PRLOOP_NATS_URL at its NATS)", err)
 	}
@@ -55,7 +55,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("no prloop state in this NATS (bucket %s is missing): has prloop run against it?", state.Bucket)
 	}
 	if err != nil {
-		return fmt.Errorf("open state bucket: %w", err)
+		return withCredsHint(fmt.Errorf("open state bucket: %w", err), conn)
 	}
 	recs, err := state.NewStore(kv).List(ctx)
 	if err != nil {
@@ -146,7 +146,7 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer conn.Close(context.Background())
 	cons, err := conn.JS.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
 	if err != nil {
-		return fmt.Errorf("read events: %w (has prloop run against this NATS?)", err)
+		return withCredsHint(fmt.Errorf("read events: %w (has prloop run against this NATS?)", err), conn)
 	}
 	color := isTerminal(stdout)
 	for {

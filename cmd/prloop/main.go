@@ -27,6 +27,7 @@ Usage:
   prloop events       print the events, one line each, and follow (-pr owner/repo#N)
   prloop ghsim        serve a GitHub simulator (no token, no network)
   prloop emit-test    publish one test CloudEvent to a running prloop
+  prloop nats-keys    make the NATS keys of a Compose or Kubernetes deployment
   prloop version      print the version
 
 Run 'prloop <command> -h' for a command's flags. Configuration comes from
@@ -66,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runGHSim(ctx, args[1:], stdout, stderr)
 	case "emit-test":
 		return emitTest(ctx, args[1:], stdout, stderr)
+	case "nats-keys":
+		return runNATSKeys(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "prloop", version)
 		return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/prloop/prloop/services/escalator"
@@ -78,7 +79,7 @@ func TestServiceBinaries_ShutDownOnSIGTERM(t *testing.T) {
 			}
 
 			p := proctest.Start(t, bin, append(gh.env(),
-				"PRLOOP_NATS_URL="+conn.URL, "PRLOOP_LOG_FORMAT=json", "PRLOOP_HTTP_ADDR=127.0.0.1:0",
+				"PRLOOP_NATS_URL="+conn.URL, "PRLOOP_NATS_CREDS_FILE="+conn.CredsFile, "PRLOOP_LOG_FORMAT=json", "PRLOOP_HTTP_ADDR=127.0.0.1:0",
 			))
 			cons := natstest.Consumer(t, conn.JS, svc.name)
 			require.Eventually(t, func() bool {
@@ -109,8 +110,9 @@ func TestServiceBinaries_ShutDownOnSIGTERM(t *testing.T) {
 func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 	t.Parallel()
 	bin := proctest.Build(t, "./cmd/prloop")
+	dataDir := t.TempDir()
 	p := proctest.Start(t, bin, []string{
-		"PRLOOP_DATA_DIR=" + t.TempDir(), "PRLOOP_NATS_PORT=-1", "PRLOOP_LOG_FORMAT=json",
+		"PRLOOP_DATA_DIR=" + dataDir, "PRLOOP_NATS_PORT=-1", "PRLOOP_LOG_FORMAT=json",
 		"PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_NATS_URL=", "PRLOOP_REPOS=",
 	}, "run", "-sim")
 	urlRE := regexp.MustCompile(`"msg":"embedded nats ready".*?"url":"(nats://[^"]+)"`)
@@ -126,13 +128,18 @@ func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 		assert.Regexp(t, `"msg":"consumer ready"[^\n]*"consumer":"`+name+`"`, p.Stderr.String())
 	}
 
-	// Watch pr.> with a plain NATS subscription, as `nats sub 'pr.>'` would.
+	// Watch pr.> with a plain NATS subscription without credentials, as
+	// `nats sub 'pr.>'` would.
 	watcher := natstest.Dial(t, url)
-	sub, err := watcher.SubscribeSync("pr.>")
+	// (Only acme's: the poller publishes about the simulator's demo/widgets#1
+	// meanwhile.)
+	sub, err := watcher.SubscribeSync("pr.acme.>")
 	require.NoError(t, err)
 	require.NoError(t, watcher.Flush())
 
-	emit := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url}, "emit-test", "-pr", "Acme/socket.io#7")
+	// Publishing takes the key in the data directory, named by the
+	// credentials variable here and found through PRLOOP_DATA_DIR below.
+	emit := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url, "PRLOOP_NATS_CREDS_FILE=" + natsx.KeyFile(dataDir)}, "emit-test", "-pr", "Acme/socket.io#7")
 	exited, err := emit.Wait(20 * time.Second)
 	require.True(t, exited)
 	require.NoError(t, err, emit.Stderr.String())
@@ -151,7 +158,7 @@ func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 	// The operator commands against the running prloop.
 	cli := func(args ...string) *proctest.Process {
 		t.Helper()
-		c := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url}, args...)
+		c := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url, "PRLOOP_DATA_DIR=" + dataDir}, args...)
 		exited, err := c.Wait(30 * time.Second)
 		require.True(t, exited, "prloop %v did not finish", args)
 		require.NoError(t, err, "prloop %v: %s", args, c.Stderr.String())

@@ -60,15 +60,15 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := natsx.Connect(ctx, natsx.Options{URL: natsURL(), CredsFile: os.Getenv("PRLOOP_NATS_CREDS_FILE"), Name: "prloop-cli"})
+	conn, err := natsx.Connect(ctx, cliNATS())
 	if err != nil {
 		return fmt.Errorf("%w (start prloop with 'prloop run' first, or point PRLOOP_NATS_URL at its NATS)", err)
 	}
 	defer conn.Close(context.Background())
 	d := &events.WatchRequested{Base: events.Base{PR: pr}, Worktree: *worktree, ContextPath: *contextPath, Actor: "cli"}
-	e, dup, err := events.NewEmitter(conn.JS, "cli").Emit(ctx, d, time.Now().UTC().Format(time.RFC3339))
+	e, dup, err := events.NewEmitter(conn.JS, events.PublisherCLI).Emit(ctx, d, time.Now().UTC().Format(time.RFC3339))
 	if err != nil {
-		return err
+		return withCredsHint(err, conn)
 	}
 	if dup {
 		fmt.Fprintf(stdout, "already requested: watching %s\n", pr)

@@ -241,7 +241,12 @@ func Start(ctx context.Context, name string, common config.Common, log *slog.Log
 		return nil, err
 	}
 	if conn.Server != nil {
-		log.Info("embedded nats ready", "url", conn.URL, "data_dir", common.DataDir)
+		// Anyone may watch; publishing takes the key, which stays in its
+		// file (never in the environment the coding agent inherits).
+		log.Info("embedded nats ready", "url", conn.URL, "data_dir", common.DataDir,
+			"observe", "nats -s "+conn.URL+" sub 'pr.>'",
+			"key", conn.CredsFile,
+			"publish", "nats -s "+conn.URL+" --nkey "+conn.CredsFile+" …, or PRLOOP_NATS_CREDS_FILE="+conn.CredsFile+" prloop status")
 	} else {
 		log.Info("connected to nats", "url", conn.NC.ConnectedUrlRedacted())
 	}

@@ -31,7 +31,7 @@ func start(t *testing.T) *app.Runtime {
 	t.Helper()
 	conn := natstest.Start(t)
 	common := config.Common{
-		NATSURL: conn.URL, HTTPAddr: "127.0.0.1:0", ShutdownGrace: 2 * time.Second, StreamReplicas: 1,
+		NATSURL: conn.URL, NATSCredsFile: conn.CredsFile, HTTPAddr: "127.0.0.1:0", ShutdownGrace: 2 * time.Second, StreamReplicas: 1,
 		LogLevel: "info", LogFormat: "text",
 	}
 	rt, err := app.Start(t.Context(), "test", common, slog.New(slog.DiscardHandler))

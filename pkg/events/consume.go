@@ -251,6 +251,9 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 		delivered, seq = md.NumDelivered, md.Sequence.Stream
 	}
 	e, d, err := Decode(raw.Data())
+	if err == nil {
+		err = checkSubject(raw.Subject(), d)
+	}
 	if err != nil {
 		if c.Observer != nil {
 			c.Observer.Delivered(c.Durable, "", delivered)
@@ -296,6 +299,21 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 	if c.Observer != nil {
 		c.Observer.Handled(c.Durable, typ, outcome, took)
 	}
+}
+
+// checkSubject refuses an event whose body is not about what its subject
+// says: NATS permissions are granted per subject (a service may publish only
+// its own types, deploy/nats/nats.conf), so a body claiming another type on a
+// subject its publisher may use is a forgery, not an event.
+func checkSubject(subject string, d Data) error {
+	pr, t, err := ParseSubject(subject)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if t != d.EventType() || !pr.Same(d.Ref()) {
+		return fmt.Errorf("%w: a %s event about %s on subject %s", ErrMalformed, d.EventType(), d.Ref(), subject)
+	}
+	return nil
 }
 
 func heartbeat(m jetstream.Msg, every time.Duration) (stop func()) {

@@ -26,26 +26,31 @@
 // # Event types
 //
 // The type is the CloudEvent "type" attribute and the last subject token.
+// "Published by" names the NATS user (deploy/nats/nats.conf) allowed to
+// publish the type; PublishedBy holds the same column as data, and the
+// deployments' permissions and the services' Emitters are checked against it.
+// cli is the operator's `prloop watch`.
+//
 // Data field names are fixed so that consumers outside prloop can rely on
 // them: pr (owner, repo, number, url), head_sha, status, fix_cycle, reason,
 // merge_sha, actor, detail.
 //
-//	| type                  | published by | means                                                         | data (besides pr, head_sha)                  |
-//	|-----------------------|--------------|---------------------------------------------------------------|----------------------------------------------|
-//	| PRWatchRequested      | CLI, anyone  | command: start watching this PR                               | worktree, context_path, actor                |
-//	| PRReviewPending       | poller       | watched, no review signal on the current head yet             | status                                       |
-//	| PRReviewInProgress    | poller       | a reviewer signalled "in review" (👀)                          | status, actor                                |
-//	| PRFeedbackReceived    | poller       | changes requested on the current head                         | status, fix_cycle, comment_ids, review_ids   |
-//	| PRFeedbackAddressed   | feedback     | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
-//	| PRFeedbackSkipped     | feedback     | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |
-//	| PRReviewApproved      | poller       | approved on head_sha                                          | status, actor, approvers                     |
-//	| ReviewTimeout         | poller       | no approval within the review timeout                         | reason, missing_reviewers, detail            |
-//	| PRMergeQueued         | merger       | entered the merge queue of its base branch                    | position, base                               |
-//	| PRMerged              | merger       | merged by prloop                                              | merge_sha, merge_method, dry_run             |
-//	| PRMergeFailed         | merger       | prloop gave up merging                                        | reason, detail, dry_run                      |
-//	| PRClosed              | poller       | closed or merged outside prloop; watching stops               | merged, actor                                |
-//	| PREscalationRequested | any service  | a human is needed                                             | reason, severity, fix_cycle, detail, …       |
-//	| PREscalated           | escalator    | the human was called (label, comment, webhook)                | reason, severity, actions                    |
+//	| type                  | published by             | means                                                         | data (besides pr, head_sha)                  |
+//	|-----------------------|--------------------------|---------------------------------------------------------------|----------------------------------------------|
+//	| PRWatchRequested      | cli                      | command: start watching this PR                               | worktree, context_path, actor                |
+//	| PRReviewPending       | poller                   | watched, no review signal on the current head yet             | status                                       |
+//	| PRReviewInProgress    | poller                   | a reviewer signalled "in review" (👀)                          | status, actor                                |
+//	| PRFeedbackReceived    | poller                   | changes requested on the current head                         | status, fix_cycle, comment_ids, review_ids   |
+//	| PRFeedbackAddressed   | feedback                 | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
+//	| PRFeedbackSkipped     | feedback                 | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |
+//	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers                     |
+//	| ReviewTimeout         | poller                   | no approval within the review timeout                         | reason, missing_reviewers, detail            |
+//	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base                               |
+//	| PRMerged              | merger                   | merged by prloop                                              | merge_sha, merge_method, dry_run             |
+//	| PRMergeFailed         | merger                   | prloop gave up merging                                        | reason, detail, dry_run                      |
+//	| PRClosed              | poller                   | closed or merged outside prloop; watching stops               | merged, actor                                |
+//	| PREscalationRequested | poller, feedback, merger | a human is needed                                             | reason, severity, fix_cycle, detail, …       |
+//	| PREscalated           | escalator                | the human was called (label, comment, webhook)                | reason, severity, actions                    |
 //
 // # Order
 //

@@ -114,6 +114,9 @@ func NewEmitter(js Publisher, service string) *Emitter {
 // Emit builds the event for d (see New for parts) and publishes it. It
 // returns the event and whether JetStream dropped it as a duplicate.
 func (em *Emitter) Emit(ctx context.Context, d Data, parts ...string) (cloudevents.Event, bool, error) {
+	if err := checkPublisher(em.service, d.EventType()); err != nil {
+		return cloudevents.Event{}, false, err
+	}
 	e, err := New(em.service, d, em.now(), parts...)
 	if err != nil {
 		return e, false, err

@@ -1,6 +1,13 @@
 // Package natsx connects prloop to NATS: to a server named by URL, or to a
 // JetStream server it embeds in the process when no URL is given.
 //
+// The embedded server requires credentials to publish: an nkey user whose
+// seed it keeps in the data directory (KeyFile, mode 0600), which prloop's
+// in-process services and the operator's commands use. A client without
+// credentials is the read-only ObserverUser, so anything else on the host
+// (a coding agent included) can watch `nats sub 'pr.>'` but cannot publish an
+// event or write a KV bucket.
+//
 // The embedded server fsyncs every write (SyncAlways): an event JetStream has
 // acknowledged survives a power cut. That costs write latency, which prloop's
 // event rate (a few per PR per review cycle) easily affords.
@@ -27,7 +34,8 @@ type Options struct {
 	// URL of a NATS server or cluster (comma-separated). Empty starts an
 	// embedded server.
 	URL string
-	// CredsFile is a NATS credentials file for URL, if the server needs one.
+	// CredsFile is a NATS credentials file for URL, if the server needs one:
+	// a .creds file (JWT) or an nkey user seed (.nk).
 	CredsFile string
 	// DataDir holds the embedded server's JetStream store (DataDir/jetstream).
 	DataDir string
@@ -50,7 +58,12 @@ type Conn struct {
 	// URL is the client URL to reach the server, printable for users (the
 	// embedded server's when embedded).
 	URL string
-	log *slog.Logger
+	// CredsFile is the credentials file the connection authenticated with:
+	// the embedded server's KeyFile when embedded. Other clients that must
+	// publish (prloop watch, tests' service processes) pass it as
+	// PRLOOP_NATS_CREDS_FILE.
+	CredsFile string
+	log       *slog.Logger
 }
 
 // Connect connects to opts.URL, or starts an embedded server and connects to
@@ -80,11 +93,18 @@ func Connect(ctx context.Context, opts Options) (*Conn, error) {
 		}
 		c.Server = srv
 		url = srv.ClientURL()
+		opts.CredsFile = KeyFile(opts.DataDir)
 		nopts = append(nopts, nats.InProcessServer(srv))
-	} else if opts.CredsFile != "" {
-		nopts = append(nopts, nats.UserCredentials(opts.CredsFile))
 	}
-	c.URL = url
+	if opts.CredsFile != "" {
+		creds, err := credsOption(opts.CredsFile)
+		if err != nil {
+			c.shutdownServer()
+			return nil, err
+		}
+		nopts = append(nopts, creds)
+	}
+	c.URL, c.CredsFile = url, opts.CredsFile
 
 	nc, err := connectWithRetry(ctx, url, nopts, log)
 	if err != nil {
@@ -142,6 +162,8 @@ func redact(url string) string {
 
 // StartEmbedded starts an in-process NATS server with JetStream storing in
 // opts.DataDir and fsyncing every write, and waits until it accepts clients.
+// Publishing takes the user key in KeyFile(opts.DataDir), created on first
+// start; clients without credentials may only subscribe (ObserverUser).
 func StartEmbedded(opts Options) (*server.Server, error) {
 	if opts.DataDir == "" {
 		return nil, errors.New("start embedded nats: a data directory is required (PRLOOP_DATA_DIR)")
@@ -149,6 +171,10 @@ func StartEmbedded(opts Options) (*server.Server, error) {
 	store := filepath.Join(opts.DataDir, "jetstream")
 	if err := os.MkdirAll(store, 0o750); err != nil {
 		return nil, fmt.Errorf("start embedded nats: create data dir %s: %w", store, err)
+	}
+	pub, err := loadOrCreateKey(KeyFile(opts.DataDir))
+	if err != nil {
+		return nil, fmt.Errorf("start embedded nats: %w", err)
 	}
 	host := opts.Host
 	if host == "" {
@@ -167,6 +193,10 @@ func StartEmbedded(opts Options) (*server.Server, error) {
 		SyncAlways: true,
 		NoSigs:     true,
 		NoLog:      true,
+		// The key's holder may do anything; everyone else observes.
+		Nkeys:      []*server.NkeyUser{{Nkey: pub}},
+		Users:      []*server.User{{Username: ObserverUser, Permissions: ObserverPermissions()}},
+		NoAuthUser: ObserverUser,
 	}
 	srv, err := server.NewServer(sopts)
 	if err != nil {

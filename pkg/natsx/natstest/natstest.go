@@ -34,12 +34,12 @@ func Start(t testing.TB) *natsx.Conn {
 }
 
 // Connect opens a second, independent client connection to the server conn
-// runs, as another service process would.
+// runs, as another service process would: with conn's credentials.
 func Connect(t testing.TB, conn *natsx.Conn) *natsx.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := natsx.Connect(ctx, natsx.Options{URL: conn.URL, Name: t.Name() + "-client"})
+	c, err := natsx.Connect(ctx, natsx.Options{URL: conn.URL, CredsFile: conn.CredsFile, Name: t.Name() + "-client"})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -49,7 +49,9 @@ func Connect(t testing.TB, conn *natsx.Conn) *natsx.Conn {
 	return c
 }
 
-// Dial opens a plain NATS connection to url, closed when the test ends.
+// Dial opens a plain NATS connection to url without credentials, as
+// `nats sub` would (the embedded server's read-only observer), closed when
+// the test ends.
 func Dial(t testing.TB, url string) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(url)
