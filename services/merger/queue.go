@@ -43,6 +43,11 @@ type Entry struct {
 	Head         string    `json:"head"`
 	Approvers    []string  `json:"approvers,omitempty"`
 	QueuedAt     time.Time `json:"queued_at"`
+	// Anchor is when ApprovedHead became the head, as the poller recorded
+	// it when the approval was verified: the fallback for judging
+	// reactions and comments once the poller's state has moved on to a
+	// head prloop made (see AnchorFor).
+	Anchor time.Time `json:"anchor,omitzero"`
 
 	// The fields below record progress, written before each step that
 	// changes GitHub, so that a replica taking over after a crash knows
