@@ -111,6 +111,19 @@ func (e *env) openPR(branch, title string, files map[string]string) (ghref.PR, s
 	return pr, head
 }
 
+// queuedPending opens a PR whose check is pending, starts a merger replica
+// (on gh, when given) and approves the PR; it returns once the PR is queued,
+// where it waits for the check.
+func (e *env) queuedPending(gh ...merger.GitHub) (ghref.PR, string) {
+	e.t.Helper()
+	pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
+	require.NoError(e.t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
+	e.start(config(), "replica-1", gh...)
+	e.approve(pr, head, "1")
+	e.rec.Wait(e.t, pr, events.TypeMergeQueued, waitFor)
+	return pr, head
+}
+
 // approve approves head as alice and the poller do: the poller's record of
 // the head (watch), alice's 👍 on GitHub (once per PR), and PRReviewApproved
 // on the bus; id tells apart publishes of the same approval.

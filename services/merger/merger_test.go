@@ -100,11 +100,7 @@ func TestMerger_StaleApprovalNotMerged(t *testing.T) {
 	t.Run("moved while queued", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
-		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
-		e.start(config(), "replica-1")
-		e.approve(pr, head, "1")
-		e.rec.Wait(t, pr, events.TypeMergeQueued, waitFor)
+		pr, _ := e.queuedPending()
 		_, err := e.sim.PushCommit(e.repo, "feat", "agent", map[string]string{"f.txt": "changed\n"}, "Change f")
 		require.NoError(t, err)
 		e.waitQueueEmpty()

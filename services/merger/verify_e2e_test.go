@@ -76,11 +76,7 @@ func TestMerger_ForgedApprovalNotMerged(t *testing.T) {
 func TestMerger_WithdrawnApprovalLeavesTheQueue(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
-	require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
-	e.start(config(), "replica-1")
-	e.approve(pr, head, "1")
-	e.rec.Wait(t, pr, events.TypeMergeQueued, waitFor)
+	pr, head := e.queuedPending()
 
 	e.mu.Lock()
 	thumb := e.thumbs[pr.Number]
@@ -204,12 +200,8 @@ func TestMerger_NoSilentDrop(t *testing.T) {
 	t.Run("a glitchy read is retried", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
-		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
 		client := &glitchyPull{Client: e.Client(t)}
-		e.start(config(), "replica-1", client)
-		e.approve(pr, head, "1")
-		e.rec.Wait(t, pr, events.TypeMergeQueued, waitFor)
+		pr, head := e.queuedPending(client)
 		client.fail.Store(2)
 		require.Eventually(t, func() bool { return client.fail.Load() < 0 }, waitFor, 5*time.Millisecond, "the glitch was read")
 		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
