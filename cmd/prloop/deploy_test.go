@@ -1113,8 +1113,9 @@ func goMemLimit(s string) (int64, error) {
 }
 
 // rolesNeedingGit run git (and sh): the feedback service clones, commits,
-// pushes and runs the agent; the simulator keeps real git repositories.
-var rolesNeedingGit = []string{feedback.Name, roleSim, roleAllInOne}
+// pushes and runs the agent; the merger fetches to verify its branch
+// updates; the simulator keeps real git repositories.
+var rolesNeedingGit = []string{feedback.Name, merger.Name, roleSim, roleAllInOne}
 
 // ---- tests ----
 

@@ -47,7 +47,7 @@
 //	| ReviewTimeout         | poller                   | no approval within the review timeout                         | reason, missing_reviewers, detail            |
 //	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base                               |
 //	| PRMerged              | merger                   | merged by prloop                                              | merge_sha, merge_method, dry_run             |
-//	| PRMergeFailed         | merger                   | prloop gave up merging                                        | reason, detail, dry_run                      |
+//	| PRMergeFailed         | merger                   | not merged: not queued, or left the queue without a merge     | reason, detail, dry_run                      |
 //	| PRClosed              | poller                   | closed or merged outside prloop; watching stops               | merged, actor                                |
 //	| PREscalationRequested | poller, feedback, merger | a human is needed                                             | reason, severity, fix_cycle, detail, …       |
 //	| PREscalated           | escalator                | the human was called (label, comment, webhook)                | reason, severity, actions                    |
@@ -63,6 +63,14 @@
 // its PRMerged.
 //
 // Reasons are fixed codes: review_timeout, max_fix_cycles, feedback_failed,
-// review_workflow_failed, checks_failed, merge_conflict, not_mergeable. Severities are info,
-// warning and blocking.
+// review_workflow_failed, checks_failed, merge_conflict, not_mergeable,
+// and, on PRMergeFailed only (they need no human, so nothing escalates):
+// not_approved (a PRReviewApproved whose approval GitHub does not show; the
+// PR is not queued), approval_withdrawn (the approval of a queued PR no
+// longer stands; a fresh PRReviewApproved queues it again),
+// stale_approval (the head moved to a commit nobody approved and prloop did
+// not make) and closed (closed while queued). Severities are info, warning
+// and blocking.
+//
+// Every exit from a merge queue other than a merge publishes PRMergeFailed.
 package events

@@ -75,6 +75,20 @@ const (
 	// ReasonNotMergeable says GitHub would not merge the PR for a reason
 	// other than checks or conflicts (a draft, a refused merge).
 	ReasonNotMergeable Reason = "not_mergeable"
+	// ReasonNotApproved says the merger read the PR's review signals on
+	// GitHub and found no approval of the head a PRReviewApproved named:
+	// the event was forged, replayed or overtaken. The PR is not queued.
+	ReasonNotApproved Reason = "not_approved"
+	// ReasonApprovalWithdrawn says a queued PR's approval no longer stands
+	// on GitHub (a 👍 removed, a review dismissed, changes requested). The
+	// PR left the queue; a fresh approval queues it again.
+	ReasonApprovalWithdrawn Reason = "approval_withdrawn"
+	// ReasonStaleApproval says a queued PR's head moved to a commit nobody
+	// approved and prloop did not make; the poller reports the new head's
+	// status, and its approval queues it again.
+	ReasonStaleApproval Reason = "stale_approval"
+	// ReasonClosed says a queued PR was closed without being merged.
+	ReasonClosed Reason = "closed"
 )
 
 // Severity says how urgently a human is needed.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/review"
 )
 
 // Branch update methods (PRLOOP_UPDATE_METHOD).
@@ -29,6 +30,10 @@ const StatusContext = "prloop"
 type Config struct {
 	config.Common
 	github.Config
+	// PolicyConfig is the review policy (protocols, reviewers, quorum),
+	// the same settings the poller reads: the merger recomputes the verdict
+	// on the head it merges and must reach the poller's answer.
+	review.PolicyConfig
 
 	// MergeMethod is how PRs are merged: squash, merge or rebase. It is
 	// always sent, because GitHub's own default is a merge commit.
@@ -63,6 +68,9 @@ type Config struct {
 	// UpdateTimeout bounds the wait for GitHub to show the new head after a
 	// branch update (update-branch works asynchronously).
 	UpdateTimeout time.Duration `envconfig:"PRLOOP_UPDATE_TIMEOUT" default:"2m"`
+	// GitHubLogin is prloop's own GitHub login, whose signals never count;
+	// empty asks GitHub (GET /user) at start.
+	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
 }
 
 // requiredChecks returns PRLOOP_REQUIRED_CHECKS without the spaces around
@@ -77,7 +85,7 @@ func (c Config) requiredChecks() []string {
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Config.Validate()}
+	errs := []error{c.Common.Validate(), c.Config.Validate(), c.PolicyConfig.Validate()}
 	switch c.MergeMethod {
 	case github.MergeMethodSquash, github.MergeMethodMerge, github.MergeMethodRebase:
 	default:

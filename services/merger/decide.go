@@ -187,12 +187,16 @@ const (
 	// ActUpdate: bring the head up to date with its base, then look again.
 	ActUpdate
 	// ActDrop: leave the queue without merging and without escalating
-	// (closed, stale approval, base changed); the poller re-evaluates.
+	// (closed, stale or withdrawn approval), publishing PRMergeFailed with
+	// Decision.Reason; a fresh approval queues the PR again.
 	ActDrop
 	// ActMerged: the PR is already merged.
 	ActMerged
 	// ActFail: give up and ask a human (Decision.Reason says why).
 	ActFail
+	// ActRequeue: the PR's base changed; move the entry to the new base's
+	// queue, where it is verified and merged in turn.
+	ActRequeue
 )
 
 // String names the action for logs.
@@ -210,6 +214,8 @@ func (a Action) String() string {
 		return "merged"
 	case ActFail:
 		return "fail"
+	case ActRequeue:
+		return "requeue"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -217,7 +223,7 @@ func (a Action) String() string {
 // Decision is Decide's answer.
 type Decision struct {
 	Action Action
-	// Reason is set for ActFail.
+	// Reason is set for ActFail and ActDrop.
 	Reason events.Reason
 	// Why explains the decision in words, for logs and escalations.
 	Why string
@@ -231,6 +237,9 @@ type Input struct {
 	Head string
 	// Base is the base branch the PR was queued for.
 	Base string
+	// Approval is the verdict recomputed from the review signals on
+	// GitHub (CheckApproval); read only for an open PR still on Head.
+	Approval ApprovalCheck
 	// RequireChecks is PRLOOP_REQUIRE_CHECKS; Checks is read only when set.
 	RequireChecks bool
 	Checks        Checks
@@ -247,11 +256,14 @@ func Decide(in Input) Decision {
 	case pr.Merged:
 		return Decision{Action: ActMerged, Why: "already merged"}
 	case !pr.Open:
-		return Decision{Action: ActDrop, Why: "closed without merging"}
+		return Decision{Action: ActDrop, Reason: events.ReasonClosed, Why: "closed without merging"}
 	case pr.HeadSHA != in.Head:
-		return Decision{Action: ActDrop, Why: fmt.Sprintf("stale approval: head moved from %s to %s after approval", short(in.Head), short(pr.HeadSHA))}
+		return Decision{Action: ActDrop, Reason: events.ReasonStaleApproval,
+			Why: fmt.Sprintf("stale approval: head moved from %s to %s, which nobody approved and prloop did not make", short(in.Head), short(pr.HeadSHA))}
 	case in.Base != "" && pr.BaseRef != in.Base:
-		return Decision{Action: ActDrop, Why: fmt.Sprintf("base changed from %s to %s after approval", in.Base, pr.BaseRef)}
+		return Decision{Action: ActRequeue, Why: fmt.Sprintf("base changed from %s to %s after approval", in.Base, pr.BaseRef)}
+	case !in.Approval.Approved:
+		return Decision{Action: ActDrop, Reason: events.ReasonApprovalWithdrawn, Why: "approval withdrawn: " + in.Approval.Why}
 	case pr.Draft || pr.MergeableState == "draft":
 		return Decision{Action: ActFail, Reason: events.ReasonNotMergeable, Why: "the PR is a draft"}
 	case pr.MergeableState == "dirty":

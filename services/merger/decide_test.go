@@ -101,16 +101,23 @@ func TestDecide(t *testing.T) {
 		checks  Checks
 		require bool
 		waited  time.Duration
-		want    Action
-		reason  events.Reason
+		// withdrawn says GitHub no longer shows the approval.
+		withdrawn bool
+		want      Action
+		reason    events.Reason
 	}{
 		{name: "clean and green merges", pr: open("clean"), checks: green, require: true, want: ActMerge},
 		{name: "has_hooks merges", pr: open("has_hooks"), checks: green, require: true, want: ActMerge},
 		{name: "blocked is tried: GitHub decides", pr: open("blocked"), checks: green, require: true, want: ActMerge},
 		{name: "already merged", pr: PRView{Merged: true, HeadSHA: head, MergeableState: "unknown"}, require: true, want: ActMerged},
-		{name: "closed is dropped", pr: PRView{HeadSHA: head, BaseRef: "main"}, require: true, want: ActDrop},
-		{name: "moved head drops the stale approval", pr: PRView{Open: true, HeadSHA: other, BaseRef: "main", MergeableState: "clean"}, checks: green, require: true, want: ActDrop},
-		{name: "retargeted base drops", pr: PRView{Open: true, HeadSHA: head, BaseRef: "release", MergeableState: "clean"}, checks: green, require: true, want: ActDrop},
+		{name: "closed is dropped", pr: PRView{HeadSHA: head, BaseRef: "main"}, require: true, want: ActDrop, reason: events.ReasonClosed},
+		{name: "moved head drops the stale approval", pr: PRView{Open: true, HeadSHA: other, BaseRef: "main", MergeableState: "clean"}, checks: green, require: true, want: ActDrop, reason: events.ReasonStaleApproval},
+		{name: "retargeted base re-queues", pr: PRView{Open: true, HeadSHA: head, BaseRef: "release", MergeableState: "clean"}, checks: green, require: true, want: ActRequeue},
+		{name: "withdrawn approval drops though green", pr: open("clean"), checks: green, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
+		{name: "withdrawn approval drops rather than waiting", pr: open("clean"), checks: pending, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
+		{name: "withdrawn approval drops rather than escalating", pr: open("dirty"), checks: failed, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
+		{name: "withdrawn approval drops rather than updating", pr: open("behind"), checks: green, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
+		{name: "merged needs no approval", pr: PRView{Merged: true, HeadSHA: head}, withdrawn: true, want: ActMerged},
 		{name: "draft fails", pr: PRView{Open: true, Draft: true, HeadSHA: head, BaseRef: "main", MergeableState: "draft"}, require: true, want: ActFail, reason: events.ReasonNotMergeable},
 		{name: "conflict fails", pr: open("dirty"), checks: green, require: true, want: ActFail, reason: events.ReasonMergeConflict},
 		{name: "failed checks fail", pr: open("unstable"), checks: failed, require: true, want: ActFail, reason: events.ReasonChecksFailed},
@@ -130,7 +137,8 @@ func TestDecide(t *testing.T) {
 			t.Parallel()
 			d := Decide(Input{
 				PR: tt.pr, Head: head, Base: "main", RequireChecks: tt.require, Checks: tt.checks,
-				Waited: tt.waited, ChecksTimeout: 30 * time.Minute,
+				Approval: ApprovalCheck{Approved: !tt.withdrawn, Why: "no 👍"},
+				Waited:   tt.waited, ChecksTimeout: 30 * time.Minute,
 			})
 			assert.Equal(t, tt.want, d.Action, d.Why)
 			assert.Equal(t, tt.reason, d.Reason)

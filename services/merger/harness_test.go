@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/prloop/prloop/pkg/metrics/metricstest"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
+	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/merger"
 )
@@ -42,6 +44,10 @@ type env struct {
 	emit  *events.Emitter
 	// reg holds the metrics of every replica.
 	reg *prometheus.Registry
+
+	mu sync.Mutex
+	// thumbs holds alice's 👍 per PR, so that approving again reuses it.
+	thumbs map[int]int64
 }
 
 // newEnv builds the world with the simulator's page size capped at
@@ -59,10 +65,13 @@ func newEnv(t *testing.T, maxPerPage ...int) *env {
 	require.NoError(t, err)
 	kv, err := merger.EnsureQueue(t.Context(), conn.JS, 1)
 	require.NoError(t, err)
+	for _, reviewer := range []string{"alice", "bob"} {
+		require.NoError(t, w.Sim.SetPermission(w.Repo, reviewer, "write"))
+	}
 	return &env{
 		t: t, World: w, sim: w.Sim, conn: conn, store: store, kv: kv,
 		rec: eventstest.Record(t, conn.JS), repo: w.Repo, emit: events.NewEmitter(conn.JS, "test"),
-		reg: metrics.NewRegistry(),
+		reg: metrics.NewRegistry(), thumbs: map[int]int64{},
 	}
 }
 
@@ -71,6 +80,7 @@ func config(mut ...func(*merger.Config)) merger.Config {
 	cfg := merger.Config{
 		MergeMethod: "squash", RequireChecks: true, ChecksTimeout: time.Minute, UpdateMethod: merger.UpdateMerge,
 		MergeRetries: 3, PollInterval: 20 * time.Millisecond, LockTTL: 3 * time.Second, UpdateTimeout: 5 * time.Second,
+		PolicyConfig: review.PolicyConfig{ReviewProtocols: []string{"emoji", "reviews"}, PermissionCacheTTL: time.Hour},
 	}
 	for _, m := range mut {
 		m(&cfg)
@@ -93,7 +103,7 @@ func (e *env) start(cfg merger.Config, holder string, gh ...merger.GitHub) (stop
 	}
 	return apptest.Run(e.t, merger.New(cfg, merger.Deps{
 		GitHub: client, JS: conn.JS, Queue: kv, Store: store, Log: slog.New(slog.DiscardHandler), Holder: holder,
-		Metrics: metrics.NewMerger(e.reg),
+		Self: simtest.Login, Metrics: metrics.NewMerger(e.reg),
 	}))
 }
 
@@ -108,9 +118,62 @@ func (e *env) openPR(branch, title string, files map[string]string) (ghref.PR, s
 	return pr, head
 }
 
-// approve publishes PRReviewApproved for head, as the poller does; id tells
-// apart publishes of the same approval.
+// queuedPending opens a PR whose check is pending, starts a merger replica
+// (on gh, when given) and approves the PR; it returns once the PR is queued,
+// where it waits for the check.
+func (e *env) queuedPending(gh ...merger.GitHub) (ghref.PR, string) {
+	e.t.Helper()
+	pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
+	require.NoError(e.t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
+	e.start(config(), "replica-1", gh...)
+	e.approve(pr, head, "1")
+	e.rec.Wait(e.t, pr, events.TypeMergeQueued, waitFor)
+	return pr, head
+}
+
+// approve approves head as alice and the poller do: the poller's record of
+// the head (watch), alice's 👍 on GitHub (once per PR), and PRReviewApproved
+// on the bus; id tells apart publishes of the same approval.
 func (e *env) approve(pr ghref.PR, head, id string) {
+	e.t.Helper()
+	e.watch(pr, head)
+	e.mu.Lock()
+	_, ok := e.thumbs[pr.Number]
+	e.mu.Unlock()
+	if !ok {
+		e.thumbsUp(pr)
+	}
+	e.announce(pr, head, id)
+}
+
+// watch records head in the PR's state as the poller does when it first
+// sees it: anchored at the simulator's present.
+func (e *env) watch(pr ghref.PR, head string) {
+	e.t.Helper()
+	_, err := e.store.Update(e.t.Context(), pr, func(p *state.PR) error {
+		if p.HeadSHA == head {
+			return state.ErrNoChange
+		}
+		p.HeadSHA, p.HeadAnchor, p.Status = head, e.sim.Now(), events.StatusPending
+		return nil
+	})
+	require.NoError(e.t, err)
+}
+
+// thumbsUp gives alice's 👍 on the PR and returns its id.
+func (e *env) thumbsUp(pr ghref.PR) int64 {
+	e.t.Helper()
+	id, err := e.sim.AddReaction(pr, "alice", "+1")
+	require.NoError(e.t, err)
+	e.mu.Lock()
+	e.thumbs[pr.Number] = id
+	e.mu.Unlock()
+	return id
+}
+
+// announce publishes PRReviewApproved for head and nothing else: what the
+// poller does after it saw an approval, or a forger without one.
+func (e *env) announce(pr ghref.PR, head, id string) {
 	e.t.Helper()
 	_, _, err := e.emit.Emit(e.t.Context(), &events.ReviewApproved{
 		Base: events.Base{PR: pr, HeadSHA: head}, Status: events.StatusApproved, Approvers: []string{"alice"},

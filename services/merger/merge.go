@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,11 @@ const maxFailures = 8
 // (merged, dropped, failed) or must wait (NotBefore set after an error). It
 // returns an error only when the queue itself cannot be written or ctx is
 // done; the drain loop then stops and the lock is released.
+//
+// Every pass re-reads the PR and re-verifies its approval on GitHub, so an
+// approval withdrawn while the entry waits (for checks, or behind others)
+// makes it leave, and the merge call follows a verification in the same
+// pass.
 func (s *Service) process(ctx context.Context, st stored) error {
 	log := s.log.With("pr", st.PR.String(), "base", st.Base)
 	for {
@@ -31,17 +37,21 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			return err
 		}
 		p, err := s.d.GitHub.GetPull(ctx, st.PR)
-		if errors.Is(err, github.ErrNotFound) {
-			log.Warn("queued PR not found on GitHub; dropping it")
-			return s.left(ctx, st, metrics.MergeDropped)
-		}
 		if err != nil {
+			// Not found included: a glitchy read is re-checked, and only
+			// maxFailures of them in a row give up (and escalate).
 			return s.retryLater(ctx, &st, err, log)
 		}
 		v := ViewOf(p)
-		if v.Open && v.HeadSHA != st.Head {
-			if err := s.adoptOwnUpdate(ctx, &st, v.HeadSHA, log); err != nil {
-				return s.saved(err)
+		live := v.Open && !v.Merged
+		if live && st.UpdatingFrom != "" {
+			if err := s.adoptOwnUpdate(ctx, &st, p, log); err != nil {
+				return s.stepFailed(ctx, &st, err, log)
+			}
+		}
+		if live && v.HeadSHA != st.Head {
+			if err := s.adoptApprovedHead(ctx, &st, v.HeadSHA, p.GetUser().GetLogin(), log); err != nil {
+				return s.stepFailed(ctx, &st, err, log)
 			}
 		}
 		if st.WaitingSince.IsZero() {
@@ -51,13 +61,28 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			}
 		}
 		var checks Checks
-		if s.cfg.RequireChecks && v.Open && !v.Merged && v.HeadSHA == st.Head {
+		if s.cfg.RequireChecks && live && v.HeadSHA == st.Head {
 			if checks, err = s.checks(ctx, &st, v.HeadSHA); err != nil {
 				return s.retryLater(ctx, &st, err, log)
 			}
 		}
+		var approval ApprovalCheck
+		if live && v.HeadSHA == st.Head {
+			// Last before deciding, so that a merge follows it closely.
+			var anchor time.Time
+			approval, anchor, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, log)
+			if err != nil {
+				return s.retryLater(ctx, &st, err, log)
+			}
+			if st.Anchor.IsZero() && !anchor.IsZero() {
+				st.Anchor = anchor
+				if err := s.q.save(ctx, &st); err != nil {
+					return s.saved(err)
+				}
+			}
+		}
 		d := Decide(Input{
-			PR: v, Head: st.Head, Base: st.Base, RequireChecks: s.cfg.RequireChecks, Checks: checks,
+			PR: v, Head: st.Head, Base: st.Base, Approval: approval, RequireChecks: s.cfg.RequireChecks, Checks: checks,
 			Waited: s.d.Now().Sub(st.WaitingSince), ChecksTimeout: s.cfg.ChecksTimeout,
 		})
 		log.Debug("merge decision", "action", d.Action, "why", d.Why, "head", short(v.HeadSHA))
@@ -73,8 +98,9 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			log.Info("merged outside prloop; leaving the merge queue")
 			return s.left(ctx, st, metrics.MergeMergedElsewhere)
 		case ActDrop:
-			log.Info("leaving the merge queue without merging", "why", d.Why)
-			return s.left(ctx, st, metrics.MergeDropped)
+			return s.drop(ctx, st, d.Reason, d.Why, log)
+		case ActRequeue:
+			return s.requeue(ctx, st, v.BaseRef, d.Why, log)
 		case ActFail:
 			return s.fail(ctx, st, d.Reason, d.Why, log)
 		case ActUpdate:
@@ -108,38 +134,71 @@ func (s *Service) saved(err error) error {
 	return err
 }
 
-// adoptOwnUpdate carries the approval over to head when prloop made it from
-// the approved head: a branch update whose outcome was not recorded because
-// the replica stopped in between. Otherwise the head is someone else's push
-// and Decide drops the stale approval.
-func (s *Service) adoptOwnUpdate(ctx context.Context, st *stored, head string, log *slog.Logger) error {
-	if st.UpdatingFrom == "" || st.UpdatingFrom != st.Head {
+// stepFailed turns the error of a step that reads GitHub or git and writes
+// the entry into process's result: a replaced entry is picked up again,
+// anything else is retried later.
+func (s *Service) stepFailed(ctx context.Context, st *stored, err error, log *slog.Logger) error {
+	if errors.Is(err, errReplaced) {
 		return nil
 	}
-	own := st.UpdatingTo != "" && head == st.UpdatingTo
-	if !own && st.UpdatingTo == "" {
-		ok, err := s.madeFrom(ctx, st, head, st.UpdatingFrom)
-		if err != nil {
-			log.Warn("cannot tell who moved the head; treating the approval as stale", "head", short(head), "err", err)
-		}
-		own = ok
-	}
-	if !own {
-		return nil
-	}
-	log.Info("resuming after prloop's own branch update", "from", short(st.Head), "to", short(head))
-	return s.recordUpdate(ctx, st, head, log)
+	return s.retryLater(ctx, st, err, log)
 }
 
-// madeFrom reports whether head is a merge of the base into from, as
-// update-branch makes it: first parent from.
-func (s *Service) madeFrom(ctx context.Context, st *stored, head, from string) (bool, error) {
-	c, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), head)
+// adoptOwnUpdate settles a branch update prloop started but did not see
+// through (the replica stopped in between): the new head carries the
+// approval only when madeFrom proves it is prloop's own update of the
+// approved head. Whatever the outcome, the record of the pending update
+// is cleared, so that it cannot vouch for a later push.
+func (s *Service) adoptOwnUpdate(ctx context.Context, st *stored, p *gh.PullRequest, log *slog.Logger) error {
+	head := p.GetHead().GetSHA()
+	if st.UpdatingFrom == st.Head && head != st.Head {
+		own, err := s.madeFrom(ctx, st, p, head, st.UpdatingFrom)
+		if err != nil {
+			return err
+		}
+		if own {
+			log.Info("resuming after prloop's own branch update", "from", short(st.Head), "to", short(head))
+			return s.recordUpdate(ctx, st, head, log)
+		}
+		log.Warn("the head moved during prloop's branch update, but not to the head prloop would have made; the approval does not carry over",
+			"from", short(st.Head), "to", short(head))
+	}
+	st.UpdatingFrom, st.UpdatingTo = "", ""
+	return s.q.save(ctx, st)
+}
+
+// adoptApprovedHead handles a head that moved to one prloop did not make:
+// when GitHub shows that head approved in its own right, the entry goes on
+// with it rather than leaving and waiting for the poller to say so again;
+// otherwise Decide drops the stale approval.
+func (s *Service) adoptApprovedHead(ctx context.Context, st *stored, head, author string, log *slog.Logger) error {
+	check, anchor, err := s.verify(ctx, st.PR, author, head, head, time.Time{}, log)
+	if err != nil || !check.Approved {
+		return err
+	}
+	log.Info("the head moved to one approved in its own right; going on with it", "from", short(st.Head), "to", short(head), "approvers", check.Approvers)
+	st.ApprovedHead, st.Head, st.Anchor, st.Approvers = head, head, anchor, check.Approvers
+	st.WaitingSince, st.MergingHead, st.Refusals = s.d.Now(), "", 0
+	return s.q.save(ctx, st)
+}
+
+// madeFrom reports whether head is the update of from that prloop makes
+// or made: for PRLOOP_UPDATE_METHOD=rebase exactly the rebase prloop
+// computed (recorded before its push); for merge, a merge commit whose
+// first parent is from, whose second is a commit of the base branch, and
+// whose tree is the one prloop computes itself from those two parents, so
+// that a merge commit someone else pushed, with any other content, never
+// carries the approval.
+func (s *Service) madeFrom(ctx context.Context, st *stored, p *gh.PullRequest, head, from string) (bool, error) {
+	if s.cfg.UpdateMethod == UpdateRebase {
+		return st.UpdatingTo != "" && head == st.UpdatingTo, nil
+	}
+	g, done, err := s.fetch(ctx, st, p)
 	if err != nil {
 		return false, err
 	}
-	ps := c.Parents
-	return len(ps) == 2 && ps[0].GetSHA() == from, nil
+	defer done()
+	return g.isMergeOf(ctx, head, from)
 }
 
 // recordUpdate makes head, which prloop made from the approved head, the
@@ -207,11 +266,20 @@ func (s *Service) updateBranch(ctx context.Context, st *stored, p *gh.PullReques
 	}
 	log.Info("updating the branch with its base", "method", s.cfg.UpdateMethod, "head", short(from))
 	head, err := s.update(ctx, st, p)
+	if err != nil {
+		// Whatever went wrong, the pending update must not vouch for a
+		// head that shows up later: only a head verified now carries over.
+		st.UpdatingFrom, st.UpdatingTo = "", ""
+	}
 	switch {
 	case errors.Is(err, errRebaseConflict):
 		return true, s.fail(ctx, *st, events.ReasonMergeConflict, fmt.Sprintf("rebasing onto %s conflicts: %v", st.Base, err), log)
 	case errors.Is(err, errStaleHead):
-		return false, nil // the next look finds the head moved and drops the approval
+		// The next look finds the head moved and drops the approval.
+		if err := s.q.save(ctx, st); err != nil {
+			return true, s.saved(err)
+		}
+		return false, nil
 	case isRefusal(err):
 		return s.refused(ctx, st, "branch update", err, log)
 	case err != nil:
@@ -345,6 +413,61 @@ func (s *Service) fail(ctx context.Context, st stored, reason events.Reason, why
 	}
 	log.Warn("merge failed; a human is needed", "reason", reason, "why", why, "dry_run", s.cfg.DryRun)
 	return s.left(ctx, st, metrics.MergeFailed)
+}
+
+// drop takes the entry out of its queue without merging and without
+// asking for a human, and says so with PRMergeFailed: no exit from a queue
+// is silent. A withdrawn approval also makes the poller announce the PR's
+// status again, so that an approval given back queues it again.
+func (s *Service) drop(ctx context.Context, st stored, reason events.Reason, why string, log *slog.Logger) error {
+	if _, _, err := s.emit.Emit(ctx, &events.MergeFailed{
+		Base: events.Base{PR: st.PR, HeadSHA: st.Head}, Reason: reason, Detail: why, DryRun: s.cfg.DryRun,
+	}, string(reason), st.Head, strconv.FormatUint(st.Seq, 10)); err != nil {
+		return err
+	}
+	if reason == events.ReasonApprovalWithdrawn {
+		s.resetApproval(ctx, st, log)
+	}
+	log.Info("left the merge queue without merging", "reason", reason, "why", why)
+	return s.left(ctx, st, metrics.MergeDropped)
+}
+
+// requeue moves the entry to the queue of the PR's new base, keeping its
+// place in line (its approval's sequence) and dropping the progress made
+// against the old base.
+func (s *Service) requeue(ctx context.Context, st stored, base, why string, log *slog.Logger) error {
+	e := Entry{
+		PR: st.PR, Base: base, Seq: st.Seq, ApprovedHead: st.ApprovedHead, Head: st.Head,
+		Approvers: st.Approvers, QueuedAt: st.QueuedAt, Anchor: st.Anchor,
+	}
+	var ns stored
+	if key := entryKey(st.PR, base); key == st.key {
+		// Only the base's case changed: the same queue.
+		st.Base, ns = base, st
+		if err := s.q.save(ctx, &ns); err != nil {
+			return s.saved(err)
+		}
+	} else {
+		var err error
+		if ns, _, err = s.q.enqueue(ctx, e); err != nil {
+			return err
+		}
+		if err := s.q.remove(ctx, st); err != nil {
+			return err
+		}
+	}
+	pos, err := s.q.position(ctx, queueID(st.PR.RepoRef(), base), ns.Seq)
+	if err != nil {
+		return err
+	}
+	if _, _, err := s.emit.Emit(ctx, &events.MergeQueued{
+		Base: events.Base{PR: st.PR, HeadSHA: ns.ApprovedHead}, Position: pos, BaseBranch: base,
+	}, ns.ApprovedHead, strconv.FormatUint(ns.Seq, 10), base); err != nil {
+		return err
+	}
+	log.Info("re-queued for the new base", "why", why, "new_base", base, "position", pos)
+	s.Kick()
+	return nil
 }
 
 // left removes the entry from its queue and counts how it left: once per

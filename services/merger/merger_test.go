@@ -2,6 +2,7 @@ package merger_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,21 +100,20 @@ func TestMerger_TwoPRsMergeInArrivalOrder(t *testing.T) {
 
 // TestMerger_StaleApprovalNotMerged: an approval whose head has moved is
 // dropped, whether the head moves before the approval is queued or while
-// it waits in the queue; nothing is merged and nothing escalated.
+// it waits in the queue; nothing is merged and nothing escalated. Leaving
+// the queue says so (PRMergeFailed stale_approval): no exit is silent.
 func TestMerger_StaleApprovalNotMerged(t *testing.T) {
 	t.Parallel()
 	t.Run("moved while queued", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t)
-		pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
-		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
-		e.start(config(), "replica-1")
-		e.approve(pr, head, "1")
-		e.rec.Wait(t, pr, events.TypeMergeQueued, waitFor)
+		pr, _ := e.queuedPending()
 		_, err := e.sim.PushCommit(e.repo, "feat", "agent", map[string]string{"f.txt": "changed\n"}, "Change f")
 		require.NoError(t, err)
 		e.waitQueueEmpty()
-		assertUntouched(t, e, pr)
+		failed := e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+		assert.Equal(t, events.ReasonStaleApproval, failed.Reason)
+		assertUntouched(t, e, pr, events.TypeMergeFailed)
 	})
 	t.Run("moved before queueing", func(t *testing.T) {
 		t.Parallel()
@@ -130,7 +130,7 @@ func TestMerger_StaleApprovalNotMerged(t *testing.T) {
 }
 
 // assertUntouched checks that the merger changed nothing about pr.
-func assertUntouched(t *testing.T, e *env, pr ghref.PR) {
+func assertUntouched(t *testing.T, e *env, pr ghref.PR, except ...events.Type) {
 	t.Helper()
 	info, err := e.sim.PRInfo(pr)
 	require.NoError(t, err)
@@ -139,6 +139,9 @@ func assertUntouched(t *testing.T, e *env, pr ghref.PR) {
 	assert.Zero(t, e.routeCount(routeMerge))
 	assert.Zero(t, e.routeCount(routeUpdateBranch))
 	for _, typ := range []events.Type{events.TypeMerged, events.TypeMergeFailed, events.TypeEscalationRequested} {
+		if slices.Contains(except, typ) {
+			continue
+		}
 		assert.Zero(t, e.rec.Count(pr, typ), "no %s", typ)
 	}
 }

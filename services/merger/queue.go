@@ -46,6 +46,11 @@ type Entry struct {
 	// SeenChecks names every check that reported on a head of the PR the
 	// merger looked at: each must report on later heads too before a merge.
 	SeenChecks []string `json:"seen_checks,omitempty"`
+	// Anchor is when ApprovedHead became the head, as the poller recorded
+	// it when the approval was verified: the fallback for judging
+	// reactions and comments once the poller's state has moved on to a
+	// head prloop made (see AnchorFor).
+	Anchor time.Time `json:"anchor,omitzero"`
 
 	// The fields below record progress, written before each step that
 	// changes GitHub, so that a replica taking over after a crash knows

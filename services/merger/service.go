@@ -21,7 +21,18 @@
 // order while it holds the lock.
 //
 // Before every step the worker re-reads the PR from GitHub, never trusting
-// the event, and Decide says what to do. Steps that change GitHub are
+// the event, and Decide says what to do.
+//
+// # Events are triggers, never authorities
+//
+// A PRReviewApproved only says "look now". On enqueue and on every pass
+// over a queued entry, right before the merge call included, the merger
+// reads the head's review signals from GitHub itself and recomputes the
+// verdict with package review, under the poller's policy (CheckApproval).
+// It merges only a head that verdict approves: the head a reviewer
+// approved, or a head prloop verifiably made from it by bringing it up to
+// date with its base (see madeFrom). Every exit from a queue other than a
+// merge publishes PRMergeFailed with a reason. Steps that change GitHub are
 // written ahead into the entry, so a replica that takes over after a crash
 // can tell a merge or branch update prloop made from someone else's push.
 package merger
@@ -31,6 +42,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -43,6 +55,7 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 )
 
@@ -63,12 +76,18 @@ type GitHub interface {
 	UpdateBranch(ctx context.Context, pr ghref.PR, expectedHeadSHA string) error
 	Merge(ctx context.Context, pr ghref.PR, opts github.MergeOptions) (*gh.PullRequestMergeResult, error)
 	DeleteBranch(ctx context.Context, repo ghref.Repo, branch string) error
+	// review.Source and GetPermission read the review signals and who may
+	// give them, to recompute the verdict.
+	review.Source
+	GetPermission(ctx context.Context, repo ghref.Repo, login string) (string, error)
 }
 
 var _ GitHub = (*github.Client)(nil)
 
-// Store is the part of the state store the merger uses.
+// Store is the part of the state store the merger uses: it reads the head
+// anchor the poller recorded and records the heads prloop made.
 type Store interface {
+	Get(ctx context.Context, pr ghref.PR) (state.PR, uint64, error)
 	Update(ctx context.Context, pr ghref.PR, fn func(*state.PR) error) (state.PR, error)
 }
 
@@ -85,8 +104,12 @@ type Deps struct {
 	// Holder names this replica in lock leases; default host, pid and a
 	// random suffix.
 	Holder string
-	// GitToken authenticates git over HTTPS for PRLOOP_UPDATE_METHOD=rebase.
-	GitToken github.Secret
+	// GitToken returns the credential for git over HTTPS (the rebase and
+	// its push, the fetch that verifies a branch update), fresh for each
+	// use; nil fetches and pushes without one.
+	GitToken func(ctx context.Context) (github.Secret, error)
+	// Self is prloop's own GitHub login, whose review signals never count.
+	Self string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Metrics records queue depths, merge results and deliveries; default
@@ -102,6 +125,10 @@ type Service struct {
 	emit *events.Emitter
 	log  *slog.Logger
 	kick chan struct{}
+
+	// auth and policy judge review signals exactly as the poller does.
+	auth   *review.Authorization
+	policy review.Policy
 
 	mu     sync.Mutex
 	active map[string]bool // queue ids this replica is draining
@@ -127,6 +154,7 @@ func New(cfg Config, d Deps) *Service {
 	return &Service{
 		cfg: cfg, d: d, q: queue{kv: d.Queue}, emit: events.NewEmitter(d.JS, Name), log: d.Log,
 		kick: make(chan struct{}, 1), active: map[string]bool{},
+		auth: cfg.Authorization(d.GitHub.GetPermission), policy: cfg.Policy(d.Self),
 	}
 }
 
@@ -141,18 +169,10 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	if err != nil {
 		return nil, err
 	}
-	var tok github.Secret
-	if cfg.UpdateMethod == UpdateRebase && !cfg.UsesApp() {
-		if tok = cfg.Token; tok == "" {
-			if tok, _, err = github.ResolveToken(ctx); err != nil {
-				return nil, fmt.Errorf("PRLOOP_UPDATE_METHOD=rebase pushes with git: %w", err)
-			}
-		}
-	}
 	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
 	return New(cfg, Deps{
-		GitHub: client, JS: rt.JS, Queue: kv, Store: rt.Store, Log: rt.Log.With("component", Name), GitToken: tok,
-		Metrics: metrics.NewMerger(rt.Registry),
+		GitHub: client, JS: rt.JS, Queue: kv, Store: rt.Store, Log: rt.Log.With("component", Name), GitToken: client.GitToken,
+		Self: rt.SelfLogin(ctx, client, cfg.GitHubLogin), Metrics: metrics.NewMerger(rt.Registry),
 	}), nil
 }
 
@@ -195,6 +215,13 @@ type Approval struct {
 // Enqueue puts an approved PR in its base's queue and publishes
 // PRMergeQueued with its position. Approvals of closed PRs or of heads that
 // already moved on are dropped with a log line: the poller re-evaluates.
+//
+// The approval is a trigger, not an authority: Enqueue reads the head's
+// review signals on GitHub and queues the PR only when they approve it.
+// When they do not (a forged or replayed event, or one a withdrawal
+// overtook) it publishes PRMergeFailed with reason not_approved and queues
+// nothing: the event says who tried, and an operator watching the stream
+// sees it.
 func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	log := s.log.With("pr", a.PR.String(), "head", short(a.Head))
 	if a.Head == "" {
@@ -221,6 +248,16 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 		PR: a.PR, Base: v.BaseRef, Seq: a.Seq, ApprovedHead: a.Head, Head: a.Head,
 		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(),
 	}
+	if v.HeadSHA == a.Head {
+		check, anchor, err := s.verifyNew(ctx, a, p.GetUser().GetLogin(), log)
+		if err != nil {
+			return fmt.Errorf("queue %s: verify its approval: %w", a.PR, err)
+		}
+		if !check.Approved {
+			return s.notApproved(ctx, a, check.Why, log)
+		}
+		e.Approvers, e.Anchor = check.Approvers, anchor
+	}
 	var st stored
 	var again bool
 	if v.HeadSHA != a.Head {
@@ -242,11 +279,45 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	}
 	if _, _, err := s.emit.Emit(ctx, &events.MergeQueued{
 		Base: events.Base{PR: a.PR, HeadSHA: st.ApprovedHead}, Position: pos, BaseBranch: st.Base,
-	}, st.ApprovedHead); err != nil {
+	}, st.ApprovedHead, strconv.FormatUint(st.Seq, 10)); err != nil { // one per queued approval
 		return err
 	}
 	log.Info("queued for merge", "base", st.Base, "position", pos, "already_queued", again, "approvers", a.Approvers)
 	s.Kick()
+	return nil
+}
+
+// stateWait bounds how long Enqueue waits for the poller's record of a
+// head it has just announced (the poller publishes before it stores), so
+// that reactions and comments can be judged against its anchor.
+const stateWait = 3 * time.Second
+
+// verifyNew verifies an approval on arrival. Reactions and comments count
+// only against the anchor the poller recorded for the head; a verdict that
+// fails for want of one is tried again while the poller's record may still
+// be on its way.
+func (s *Service) verifyNew(ctx context.Context, a Approval, author string, log *slog.Logger) (ApprovalCheck, time.Time, error) {
+	deadline := s.d.Now().Add(stateWait)
+	for {
+		check, anchor, err := s.verify(ctx, a.PR, author, a.Head, a.Head, time.Time{}, log)
+		if err != nil || check.Approved || !anchor.IsZero() || s.d.Now().After(deadline) {
+			return check, anchor, err
+		}
+		if err := github.DefaultSleep(ctx, min(s.cfg.PollInterval, 250*time.Millisecond)); err != nil {
+			return check, anchor, err
+		}
+	}
+}
+
+// notApproved answers an approval GitHub does not show: nothing is queued,
+// and PRMergeFailed (reason not_approved) says so.
+func (s *Service) notApproved(ctx context.Context, a Approval, why string, log *slog.Logger) error {
+	if _, _, err := s.emit.Emit(ctx, &events.MergeFailed{
+		Base: events.Base{PR: a.PR, HeadSHA: a.Head}, Reason: events.ReasonNotApproved, Detail: why, DryRun: s.cfg.DryRun,
+	}, string(events.ReasonNotApproved), a.Head, strconv.FormatUint(a.Seq, 10)); err != nil {
+		return err
+	}
+	log.Warn("PRReviewApproved not confirmed by GitHub; not queued", "why", why, "claimed_approvers", a.Approvers)
 	return nil
 }
 

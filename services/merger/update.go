@@ -47,12 +47,12 @@ func (s *Service) update(ctx context.Context, st *stored, p *gh.PullRequest) (st
 	// GitHub merges asynchronously; the new head is prloop's if it is a
 	// merge whose first parent is the head prloop asked to update.
 	return s.awaitHead(ctx, st, from, func(head string) error {
-		ok, err := s.madeFrom(ctx, st, head, from)
+		ok, err := s.madeFrom(ctx, st, p, head, from)
 		if err != nil {
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%w: to %s, which is not a merge of the base into %s", errStaleHead, short(head), short(from))
+			return fmt.Errorf("%w: to %s, which is not the merge of the base into %s prloop computes", errStaleHead, short(head), short(from))
 		}
 		return nil
 	})
@@ -89,27 +89,12 @@ func (s *Service) awaitHead(ctx context.Context, st *stored, from string, accept
 // recognises it as prloop's.
 func (s *Service) rebase(ctx context.Context, st *stored, p *gh.PullRequest) (string, error) {
 	from := st.Head
-	baseURL, headURL := p.GetBase().GetRepo().GetCloneURL(), p.GetHead().GetRepo().GetCloneURL()
-	baseRef, headRef := p.GetBase().GetRef(), p.GetHead().GetRef()
-	if baseURL == "" || headURL == "" || baseRef == "" || headRef == "" {
-		return "", fmt.Errorf("rebase %s: GitHub did not say where its branches live", st.PR)
-	}
-	dir, err := os.MkdirTemp("", "prloop-rebase-")
+	g, done, err := s.fetch(ctx, st, p)
 	if err != nil {
-		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
+		return "", fmt.Errorf("rebase: %w", err)
 	}
-	defer os.RemoveAll(dir)
-	g := gitCmd{dir: dir, env: s.gitEnv(dir, baseURL, headURL)}
-	steps := [][]string{
-		{"init", "-q"},
-		{"fetch", "-q", "--no-tags", baseURL, "+refs/heads/" + baseRef + ":refs/prloop/base"},
-		{"fetch", "-q", "--no-tags", headURL, "+refs/heads/" + headRef + ":refs/prloop/head"},
-	}
-	for _, args := range steps {
-		if _, err := g.run(ctx, args...); err != nil {
-			return "", fmt.Errorf("rebase %s: %w", st.PR, err)
-		}
-	}
+	defer done()
+	baseRef, headRef, headURL := p.GetBase().GetRef(), p.GetHead().GetRef(), p.GetHead().GetRepo().GetCloneURL()
 	if got, err := g.run(ctx, "rev-parse", "refs/prloop/head"); err != nil {
 		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
 	} else if got != from {
@@ -140,18 +125,89 @@ func (s *Service) rebase(ctx context.Context, st *stored, p *gh.PullRequest) (st
 	return to, nil
 }
 
+// fetch fetches the PR's base and head branches into a scratch repository
+// (as refs/prloop/base and refs/prloop/head) and returns git working in
+// it, and a function that removes it.
+func (s *Service) fetch(ctx context.Context, st *stored, p *gh.PullRequest) (gitCmd, func(), error) {
+	baseURL, headURL := p.GetBase().GetRepo().GetCloneURL(), p.GetHead().GetRepo().GetCloneURL()
+	baseRef, headRef := p.GetBase().GetRef(), p.GetHead().GetRef()
+	if baseURL == "" || headURL == "" || baseRef == "" || headRef == "" {
+		return gitCmd{}, nil, fmt.Errorf("fetch %s: GitHub did not say where its branches live", st.PR)
+	}
+	var tok github.Secret
+	if s.d.GitToken != nil {
+		var err error
+		if tok, err = s.d.GitToken(ctx); err != nil {
+			return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "prloop-merger-")
+	if err != nil {
+		return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
+	}
+	done := func() { _ = os.RemoveAll(dir) }
+	g := gitCmd{dir: dir, env: gitEnv(dir, tok, baseURL, headURL)}
+	for _, args := range [][]string{
+		{"init", "-q"},
+		{"fetch", "-q", "--no-tags", baseURL, "+refs/heads/" + baseRef + ":refs/prloop/base"},
+		{"fetch", "-q", "--no-tags", headURL, "+refs/heads/" + headRef + ":refs/prloop/head"},
+	} {
+		if _, err := g.run(ctx, args...); err != nil {
+			done()
+			return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
+		}
+	}
+	return g, done, nil
+}
+
+// isMergeOf reports whether head (fetched as refs/prloop/head) is a merge
+// of a base-branch commit into from exactly as prloop computes it: parents
+// from and a commit of refs/prloop/base, and the tree git merge-tree
+// writes for those two. A head that moved on again is not.
+func (g gitCmd) isMergeOf(ctx context.Context, head, from string) (bool, error) {
+	got, err := g.run(ctx, "rev-parse", "refs/prloop/head")
+	if err != nil || got != head {
+		return false, err
+	}
+	line, err := g.run(ctx, "rev-list", "--parents", "-n", "1", head)
+	if err != nil {
+		return false, err
+	}
+	ps := strings.Fields(line)
+	if len(ps) != 3 || ps[1] != from {
+		return false, nil
+	}
+	onBase, err := g.ok(ctx, "merge-base", "--is-ancestor", ps[2], "refs/prloop/base")
+	if err != nil || !onBase {
+		return false, err
+	}
+	out, err := g.run(ctx, "merge-tree", "--write-tree", from, ps[2])
+	if exitCode(err) == 1 {
+		return false, nil // the two conflict: no merge prloop would make
+	}
+	if err != nil {
+		return false, err
+	}
+	want, _, _ := strings.Cut(out, "\n")
+	tree, err := g.run(ctx, "rev-parse", head+"^{tree}")
+	if err != nil {
+		return false, err
+	}
+	return tree == strings.TrimSpace(want), nil
+}
+
 // gitEnv is a hermetic environment for git: no system or user config, no
 // prompts, prloop as committer, and for HTTPS remotes the token as an
 // extra header scoped to their host (never in a URL or an argument).
-func (s *Service) gitEnv(dir string, remotes ...string) []string {
+func gitEnv(dir string, tok github.Secret, remotes ...string) []string {
 	env := []string{
 		"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
 		"GIT_COMMITTER_NAME=prloop", "GIT_COMMITTER_EMAIL=prloop@users.noreply.github.com",
 		"GIT_AUTHOR_NAME=prloop", "GIT_AUTHOR_EMAIL=prloop@users.noreply.github.com",
 	}
 	cfg := [][2]string{{"commit.gpgsign", "false"}, {"core.hooksPath", os.DevNull}, {"advice.detachedHead", "false"}}
-	if tok := s.d.GitToken.Reveal(); tok != "" {
-		auth := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+tok))
+	if t := tok.Reveal(); t != "" {
+		auth := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+t))
 		seen := map[string]bool{}
 		for _, r := range remotes {
 			u, err := url.Parse(r)
@@ -185,4 +241,22 @@ func (g gitCmd) run(ctx context.Context, args ...string) (string, error) {
 		return "", fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(errOut.String()))
 	}
 	return strings.TrimSpace(out.String()), nil
+}
+
+// ok runs git for its exit status: true on 0, false on 1, an error otherwise.
+func (g gitCmd) ok(ctx context.Context, args ...string) (bool, error) {
+	_, err := g.run(ctx, args...)
+	if exitCode(err) == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// exitCode is the exit status of a git that ran and failed, -1 otherwise.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }

@@ -1,0 +1,269 @@
+package merger_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	gh "github.com/google/go-github/v66/github"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/services/merger"
+)
+
+// TestMerger_ForgedApprovalNotMerged: a PRReviewApproved that GitHub does
+// not back (no approval at all, a 👍 by someone who may not review, a 👍
+// older than the head) is answered with PRMergeFailed not_approved, never
+// queued, never merged.
+func TestMerger_ForgedApprovalNotMerged(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// arrange leaves GitHub in its state and returns the head to announce.
+		arrange func(e *env, pr ghref.PR, head string) string
+	}{
+		{name: "no approval on GitHub", arrange: func(e *env, pr ghref.PR, head string) string {
+			e.watch(pr, head)
+			return head
+		}},
+		{name: "a 👍 by a user without write permission", arrange: func(e *env, pr ghref.PR, head string) string {
+			e.watch(pr, head)
+			_, err := e.sim.AddReaction(pr, "mallory", "+1")
+			require.NoError(e.t, err)
+			return head
+		}},
+		{name: "a 👍 given before the head was pushed", arrange: func(e *env, pr ghref.PR, head string) string {
+			e.watch(pr, head)
+			e.thumbsUp(pr)
+			e.sim.Advance(time.Minute)
+			next, err := e.sim.PushCommit(e.repo, "feat", "agent", map[string]string{"f.txt": "unreviewed\n"}, "Change f")
+			require.NoError(e.t, err)
+			e.watch(pr, next)
+			return next
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
+			head = tt.arrange(e, pr, head)
+			e.start(config(), "replica-1")
+			e.announce(pr, head, "forged")
+
+			failed := e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+			assert.Equal(t, events.ReasonNotApproved, failed.Reason)
+			assert.Equal(t, head, failed.HeadSHA)
+			e.waitQueueEmpty()
+			assertUntouched(t, e, pr, events.TypeMergeFailed)
+			assert.Zero(t, e.rec.Count(pr, events.TypeMergeQueued))
+		})
+	}
+}
+
+// TestMerger_WithdrawnApprovalLeavesTheQueue: alice removes her 👍 while
+// the PR waits for its checks; the PR leaves the queue with PRMergeFailed
+// approval_withdrawn and is not merged when the checks pass. A fresh 👍
+// and its PRReviewApproved queue it again, and it merges.
+func TestMerger_WithdrawnApprovalLeavesTheQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pr, head := e.queuedPending()
+
+	e.mu.Lock()
+	thumb := e.thumbs[pr.Number]
+	e.mu.Unlock()
+	require.NoError(t, e.sim.RemoveReaction(pr, thumb))
+	failed := e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+	assert.Equal(t, events.ReasonApprovalWithdrawn, failed.Reason)
+	assert.Equal(t, head, failed.HeadSHA)
+	e.waitQueueEmpty()
+	require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
+	assertUntouched(t, e, pr, events.TypeMergeFailed)
+
+	e.sim.Advance(time.Second)
+	e.thumbsUp(pr)
+	e.announce(pr, head, "2")
+	e.rec.WaitCount(t, pr, events.TypeMergeQueued, 2, waitFor)
+	m := e.rec.Wait(t, pr, events.TypeMerged, waitFor).Data.(*events.Merged)
+	assert.Equal(t, head, m.HeadSHA)
+	assert.Equal(t, 1, e.routeCount(routeMerge))
+	assert.Zero(t, e.rec.Count(pr, events.TypeEscalationRequested), "a withdrawal needs no human")
+}
+
+// updateHook is prloop's GitHub client with update-branch replaced.
+type updateHook struct {
+	*github.Client
+	update func(ctx context.Context, pr ghref.PR, expected string) error
+}
+
+func (u *updateHook) UpdateBranch(ctx context.Context, pr ghref.PR, expected string) error {
+	return u.update(ctx, pr, expected)
+}
+
+// TestMerger_ForeignMergeCommitNotMerged: PR 2 is behind after PR 1
+// merges. While prloop updates it, the author pushes their own merge of
+// main into the approved head, with a tree of their choosing. Whether
+// GitHub refuses prloop's update-branch because of that push, or the push
+// shows up where prloop's update was expected, the foreign head does not
+// inherit the approval: PR 2 leaves with stale_approval and is not merged.
+func TestMerger_ForeignMergeCommitNotMerged(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// answer is what update-branch answers after the author's push.
+		answer error
+	}{
+		{name: "GitHub refuses the update", answer: fmt.Errorf("update branch: %w", github.ErrValidation)},
+		{name: "the foreign head shows up as the update's result"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			pr1, head1 := e.openPR("feat-a", "Add a", map[string]string{"a.txt": "a\n"})
+			pr2, head2 := e.openPR("feat-b", "Add b", map[string]string{"b.txt": "b\n"})
+			_, err := e.sim.PushCommit(e.repo, "evil", "agent", map[string]string{"b.txt": "b\n", "backdoor.txt": "x\n"}, "Evil")
+			require.NoError(t, err)
+			var foreign atomic.Value
+			hook := &updateHook{Client: e.Client(t), update: func(ctx context.Context, pr ghref.PR, expected string) error {
+				// The author's merge: parents the approved head and main,
+				// the tree of their evil branch.
+				sha := e.commitTree(e.git("rev-parse", "evil^{tree}"), "Merge branch 'main' into feat-b", head2, e.git("rev-parse", "main"))
+				e.git("update-ref", "refs/heads/feat-b", sha, head2)
+				foreign.Store(sha)
+				return tt.answer
+			}}
+			e.start(config(func(c *merger.Config) { c.MergeRetries = 10 }), "replica-1", hook)
+			e.approve(pr1, head1, "1")
+			e.approve(pr2, head2, "1")
+			e.rec.Wait(t, pr1, events.TypeMerged, waitFor)
+
+			failed := e.rec.Wait(t, pr2, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+			assert.Equal(t, events.ReasonStaleApproval, failed.Reason)
+			e.waitQueueEmpty()
+			info, err := e.sim.PRInfo(pr2)
+			require.NoError(t, err)
+			assert.False(t, info.Merged, "the foreign merge commit was not merged")
+			assert.Equal(t, foreign.Load(), info.HeadSHA)
+			assert.Equal(t, 1, e.routeCount(routeMerge), "only PR 1 merged")
+			st, _, err := e.store.Get(t.Context(), pr2)
+			require.NoError(t, err)
+			assert.Empty(t, st.MergeUpdatedHeadSHA, "the poller is not told the foreign head is prloop's")
+		})
+	}
+}
+
+// commitTree makes a commit in the simulator's repository, as a user
+// pushing it would.
+func (e *env) commitTree(tree, msg string, parents ...string) string {
+	e.t.Helper()
+	args := []string{"--git-dir", e.sim.GitDir(e.repo), "commit-tree", tree, "-m", msg}
+	for _, p := range parents {
+		args = append(args, "-p", p)
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "HOME=" + e.t.TempDir(), "LC_ALL=C",
+		"GIT_AUTHOR_NAME=agent", "GIT_AUTHOR_EMAIL=agent@example.com", "GIT_COMMITTER_NAME=agent", "GIT_COMMITTER_EMAIL=agent@example.com"}
+	out, err := cmd.CombinedOutput()
+	require.NoError(e.t, err, "git commit-tree: %s", out)
+	return strings.TrimSpace(string(out))
+}
+
+// glitchyPull is prloop's GitHub client whose reads of the PR fail as
+// "not found" a few times once armed.
+type glitchyPull struct {
+	*github.Client
+	fail atomic.Int32
+}
+
+func (g *glitchyPull) GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error) {
+	if g.fail.Add(-1) >= 0 {
+		return nil, fmt.Errorf("get pull request: %w", github.ErrNotFound)
+	}
+	return g.Client.GetPull(ctx, pr)
+}
+
+// TestMerger_NoSilentDrop: an entry that only needs a re-check does not
+// vanish from the queue: a PR read that glitches is retried, and a PR whose
+// base changed moves to the new base's queue; both merge.
+func TestMerger_NoSilentDrop(t *testing.T) {
+	t.Parallel()
+	t.Run("a glitchy read is retried", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		client := &glitchyPull{Client: e.Client(t)}
+		pr, head := e.queuedPending(client)
+		client.fail.Store(2)
+		require.Eventually(t, func() bool { return client.fail.Load() < 0 }, waitFor, 5*time.Millisecond, "the glitch was read")
+		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
+		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
+		e.waitQueueEmpty()
+		assert.Zero(t, e.rec.Count(pr, events.TypeMergeFailed))
+	})
+	t.Run("a changed base re-queues", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
+		e.git("branch", "release", "main")
+		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
+		e.start(config(), "replica-1")
+		e.approve(pr, head, "1")
+		e.rec.Wait(t, pr, events.TypeMergeQueued, waitFor)
+		_, _, err := e.Client(t).GitHub().PullRequests.Edit(t.Context(), e.repo.Owner, e.repo.Name, pr.Number, &gh.PullRequest{Base: &gh.PullRequestBranch{Ref: gh.String("release")}})
+		require.NoError(t, err)
+		q := e.rec.WaitCount(t, pr, events.TypeMergeQueued, 2, waitFor).Data.(*events.MergeQueued)
+		assert.Equal(t, "release", q.BaseBranch)
+		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
+		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
+		e.waitQueueEmpty()
+		assert.Contains(t, e.git("log", "--format=%s", "release"), "Add f (#1)")
+		assert.Zero(t, e.rec.Count(pr, events.TypeMergeFailed))
+	})
+}
+
+// TestMerger_RequestsPerMerge measures the GitHub requests the merger
+// sends per merge (BENCHMARKS.md): one PR that merges at once, and two
+// where the second is brought up to date with update-branch first. The
+// sim counts every request, 304s included; checks are green from the start.
+func TestMerger_RequestsPerMerge(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		prs  int
+	}{{name: "ready PR", prs: 1}, {name: "two PRs, the second updated", prs: 2}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			var prs []ghref.PR
+			var heads []string
+			for i := range tt.prs {
+				pr, head := e.openPR(fmt.Sprintf("feat-%d", i), fmt.Sprintf("Add %d", i), map[string]string{fmt.Sprintf("%d.txt", i): "x\n"})
+				require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
+				prs, heads = append(prs, pr), append(heads, head)
+			}
+			e.sim.ResetStats()
+			e.start(config(), "replica-1")
+			for i, pr := range prs {
+				e.approve(pr, heads[i], "1")
+				e.rec.Wait(t, pr, events.TypeMerged, waitFor)
+			}
+			e.waitQueueEmpty()
+			st := e.sim.Stats()
+			t.Logf("%s: %d requests (%d counted against the rate limit) for %d merges: %.1f per merge",
+				tt.name, st.Total, st.Counted, tt.prs, float64(st.Total)/float64(tt.prs))
+			for route, n := range st.ByRoute {
+				t.Logf("  %3d %s", n, route)
+			}
+		})
+	}
+}

@@ -1,0 +1,97 @@
+package merger
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/review"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+func TestCheckApproval(t *testing.T) {
+	t.Parallel()
+	const approved, made, other = "aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"
+	anchor := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	after, before := anchor.Add(time.Minute), anchor.Add(-time.Minute)
+	alice, mallory := review.User{Login: "alice"}, review.User{Login: "mallory"}
+	thumb := func(u review.User, at time.Time) review.Reaction {
+		return review.Reaction{ID: 1, Content: "+1", User: u, CreatedAt: at}
+	}
+	rev := func(state, commit string) review.Review {
+		return review.Review{ID: 2, User: alice, State: state, CommitID: commit, SubmittedAt: after}
+	}
+	tests := []struct {
+		name string
+		sig  review.Signals
+		in   ApprovalInput
+		want bool
+	}{
+		{name: "no signals: a forged event approves nothing", in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor}},
+		{name: "a 👍 after the anchor approves", sig: review.Signals{Reactions: []review.Reaction{thumb(alice, after)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor}, want: true},
+		{name: "a 👍 before the anchor does not", sig: review.Signals{Reactions: []review.Reaction{thumb(alice, before)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor}},
+		{name: "a 👍 without a known anchor does not", sig: review.Signals{Reactions: []review.Reaction{thumb(alice, after)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved}},
+		{name: "an unauthorized 👍 does not", sig: review.Signals{Reactions: []review.Reaction{thumb(mallory, after)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor}},
+		{name: "the author's 👍 does not", sig: review.Signals{Reactions: []review.Reaction{thumb(alice, after)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor, Author: "alice"}},
+		{name: "an APPROVED review on the head approves without an anchor", sig: review.Signals{Reviews: []review.Review{rev("APPROVED", approved)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved}, want: true},
+		{name: "an APPROVED review of another commit does not", sig: review.Signals{Reviews: []review.Review{rev("APPROVED", other)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor}},
+		{name: "a carried approval stands on prloop's head", sig: review.Signals{Reviews: []review.Review{rev("APPROVED", approved)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: made, Anchor: anchor}, want: true},
+		{name: "changes requested on prloop's head withdraw a carried approval", sig: review.Signals{Reviews: []review.Review{
+			rev("APPROVED", approved), {ID: 3, User: review.User{Login: "bob"}, State: "CHANGES_REQUESTED", CommitID: made, SubmittedAt: after},
+		}}, in: ApprovalInput{ApprovedHead: approved, Head: made, Anchor: anchor}},
+		{name: "a dismissed review withdraws", sig: review.Signals{Reviews: []review.Review{
+			rev("APPROVED", approved), {ID: 4, User: alice, State: "DISMISSED", CommitID: approved, SubmittedAt: after.Add(time.Minute)},
+		}}, in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor}},
+	}
+	pol := review.Policy{Protocols: []review.Protocol{review.ProtocolEmoji, review.ProtocolReviews}, Self: "prloop"}
+	authz := func(login string) bool { return login == "alice" || login == "bob" }
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := CheckApproval(tt.sig, tt.in, pol, authz)
+			assert.Equal(t, tt.want, got.Approved, got.Why)
+			if !tt.want {
+				assert.NotEmpty(t, got.Why)
+			}
+		})
+	}
+}
+
+func TestAnchorFor(t *testing.T) {
+	t.Parallel()
+	const approved, made, other = "aaaa", "bbbb", "cccc"
+	polled, recorded := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), time.Date(2025, 3, 1, 11, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		rec      state.PR
+		head     string
+		recorded time.Time
+		want     time.Time
+	}{
+		{name: "the poller's record of the approved head", rec: state.PR{HeadSHA: approved, HeadAnchor: polled}, head: approved, want: polled},
+		{name: "the poller's record of prloop's own update keeps the approved anchor",
+			rec: state.PR{HeadSHA: made, HeadAnchor: polled, MergeUpdatedHeadSHA: made, Status: events.StatusApproved}, head: made, want: polled},
+		{name: "a head the poller saw as new is not the approved head's anchor",
+			rec: state.PR{HeadSHA: made, HeadAnchor: polled}, head: made, recorded: recorded, want: recorded},
+		{name: "a head the poller saw before the merger recorded it as its own is anchored anew",
+			rec: state.PR{HeadSHA: made, HeadAnchor: polled, MergeUpdatedHeadSHA: made, Status: events.StatusPending}, head: made, recorded: recorded, want: recorded},
+		{name: "another head: the anchor recorded on queueing", rec: state.PR{HeadSHA: other, HeadAnchor: polled}, head: approved, recorded: recorded, want: recorded},
+		{name: "no record, nothing recorded: unknown", head: approved},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, AnchorFor(tt.rec, approved, tt.head, tt.recorded))
+		})
+	}
+}
