@@ -255,6 +255,17 @@ func TestMerger_RequestsPerMerge(t *testing.T) {
 			e.start(config(), "replica-1")
 			for i, pr := range prs {
 				e.approve(pr, heads[i], "1")
+				if i > 0 {
+					// CI reports on the head prloop's update-branch made:
+					// the checks gate waits for it, as it must.
+					var updated string
+					require.Eventually(t, func() bool {
+						info, err := e.sim.PRInfo(pr)
+						updated = info.HeadSHA
+						return err == nil && updated != heads[i]
+					}, waitFor, 20*time.Millisecond, "no update-branch of %s", pr)
+					require.NoError(t, e.sim.SetStatus(e.repo, updated, "ci", "success"))
+				}
 				e.rec.Wait(t, pr, events.TypeMerged, waitFor)
 			}
 			e.waitQueueEmpty()
