@@ -173,3 +173,15 @@ func (e *env) waitRequests(route string, n int) {
 	require.Eventually(e.t, func() bool { return e.sim.Stats().ByRoute[route] >= from+n }, waitFor, 10*time.Millisecond,
 		"%s served fewer than %d more times", route, n)
 }
+
+// askForChanges watches the PR, lets alice comment on its head and returns
+// the PRFeedbackReceived that follows.
+func (e *env) askForChanges(body string) *events.FeedbackReceived {
+	e.t.Helper()
+	e.watch(e.pr)
+	e.rec.Wait(e.t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
+	_, err := e.sim.AddIssueComment(e.pr, "alice", body)
+	require.NoError(e.t, err)
+	return e.rec.Wait(e.t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
+}

@@ -154,13 +154,8 @@ func TestPoller_AddressedFeedbackNeverAsksAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start(e.config())
-	e.watch(e.pr)
-	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
-	e.tick()
-	id, err := e.sim.AddIssueComment(e.pr, "alice", "please fix")
-	require.NoError(t, err)
-	asked := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
-	require.Equal(t, []int64{id}, asked.CommentIDs)
+	asked := e.askForChanges("please fix")
+	require.Len(t, asked.CommentIDs, 1, "the one comment asked for the change")
 
 	// The fix lands in the same (simulated) second as the comment.
 	fix, err := e.sim.PushCommit(e.repo, "feature", "prloop-bot", map[string]string{"fix.go": "package main\n"}, "Fix")
@@ -232,12 +227,7 @@ func TestPoller_NoSecondFeedbackWhileAddressed(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start(e.config())
-	e.watch(e.pr)
-	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
-	e.tick()
-	_, err := e.sim.AddIssueComment(e.pr, "alice", "one")
-	require.NoError(t, err)
-	e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor)
+	e.askForChanges("one")
 
 	e.tick()
 	eyes, err := e.sim.AddReaction(e.pr, "bob", "eyes")
@@ -262,12 +252,7 @@ func TestPoller_NewHeadWaitsForTheChangeRequestToEnd(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start(e.config())
-	e.watch(e.pr)
-	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
-	e.tick()
-	_, err := e.sim.AddIssueComment(e.pr, "alice", "please fix")
-	require.NoError(t, err)
-	asked := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
+	asked := e.askForChanges("please fix")
 
 	e.tick()
 	human, err := e.sim.PushCommit(e.repo, "feature", "bob", map[string]string{"bob.go": "package main\n"}, "A push of bob's")
@@ -556,15 +541,10 @@ func TestPoller_RemovingEscalationLabelResumes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start(e.config())
-	e.watch(e.pr)
-	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
-	e.tick()
-	_, err := e.sim.AddIssueComment(e.pr, "alice", "please fix")
-	require.NoError(t, err)
-	e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor)
+	e.askForChanges("please fix")
 
 	// The escalator's part: record the escalation, then label the PR.
-	_, err = e.store.Update(t.Context(), e.pr, func(p *state.PR) error {
+	_, err := e.store.Update(t.Context(), e.pr, func(p *state.PR) error {
 		p.FixCycle = 2
 		p.Escalations = map[events.Reason]time.Time{events.ReasonMaxFixCycles: e.sim.Now()}
 		return nil
