@@ -63,6 +63,7 @@
 // its PRMerged.
 //
 // Reasons are fixed codes: review_timeout, max_fix_cycles, feedback_failed,
+// agent_budget_exhausted (the PR's agent wall time, PRLOOP_AGENT_BUDGET, is spent),
 // review_workflow_failed, checks_failed, merge_conflict, not_mergeable,
 // and, on PRMergeFailed only (they need no human, so nothing escalates):
 // not_approved (a PRReviewApproved whose approval GitHub does not show; the

@@ -69,6 +69,9 @@ const (
 	ReasonReviewTimeout        Reason = "review_timeout"
 	ReasonMaxFixCycles         Reason = "max_fix_cycles"
 	ReasonFeedbackFailed       Reason = "feedback_failed"
+	// ReasonAgentBudgetExhausted says the agent used up the wall time
+	// PRLOOP_AGENT_BUDGET allows per PR, across runs and fix cycles.
+	ReasonAgentBudgetExhausted Reason = "agent_budget_exhausted"
 	ReasonReviewWorkflowFailed Reason = "review_workflow_failed"
 	ReasonChecksFailed         Reason = "checks_failed"
 	ReasonMergeConflict        Reason = "merge_conflict"

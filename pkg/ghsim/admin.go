@@ -450,7 +450,8 @@ func (s *Sim) PRInfo(ref ghref.PR) (PRSnapshot, error) {
 	return snap, nil
 }
 
-// CloneURL returns the file:// URL git can clone and push to.
+// CloneURL returns the URL git can clone and push to: file://, or http://
+// with Options.GitHTTP.
 func (s *Sim) CloneURL(repo ghref.Repo) string {
 	rp := s.repoOf(repo.Owner, repo.Name)
 	if rp == nil {

@@ -14,6 +14,9 @@ import (
 
 func (s *Sim) routes() {
 	s.mux = http.NewServeMux()
+	if s.opts.GitHTTP {
+		s.mux.HandleFunc("/git/", s.serveGit)
+	}
 	const r = "/repos/{owner}/{repo}"
 	s.handle("GET /rate_limit", func(c *reqCtx) *result { return s.rateLimitBody(c) })
 	s.handle("GET "+r, s.getRepo)

@@ -17,7 +17,12 @@ func (rp *repo) htmlURL(base string) string {
 	return webBase(base) + "/" + rp.ref.Owner + "/" + rp.ref.Name
 }
 
-func (s *Sim) cloneURL(rp *repo) string { return "file://" + rp.dir }
+func (s *Sim) cloneURL(rp *repo) string {
+	if s.opts.GitHTTP {
+		return s.opts.BaseURL + "/git/" + rp.ref.Owner + "/" + rp.ref.Name + ".git"
+	}
+	return "file://" + rp.dir
+}
 
 func (s *Sim) repoWire(rp *repo, base string) jRepo {
 	u := rp.apiURL(base)

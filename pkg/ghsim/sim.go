@@ -52,6 +52,13 @@ type Options struct {
 	// Logger receives a debug line per request (never a token) and
 	// warnings; default: discard.
 	Logger *slog.Logger
+	// GitHTTP serves the repositories over git's smart HTTP protocol at
+	// BaseURL/git/<owner>/<name>.git (then each repository's clone_url),
+	// asking for a token as the Basic auth password on every request,
+	// reads included, and for write permission to push; so a test sees
+	// every use of a credential. It needs BaseURL. Without it clone_url
+	// is a file:// URL.
+	GitHTTP bool
 }
 
 // DefaultStart is where the fake clock starts.
@@ -100,6 +107,9 @@ type Sim struct {
 func New(opts Options) (*Sim, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("ghsim: Options.Dir is required")
+	}
+	if opts.GitHTTP && opts.BaseURL == "" {
+		return nil, errors.New("ghsim: Options.GitHTTP needs Options.BaseURL, where git finds the repositories")
 	}
 	dir, err := filepath.Abs(opts.Dir)
 	if err != nil {

@@ -80,6 +80,7 @@ const (
 	AgentNoChange  = "no_change" // it changed nothing
 	AgentGitError  = "git_error" // committing or pushing its work failed
 	AgentRewritten = "rewritten" // it rewrote history; prloop does not force-push
+	AgentRefused   = "refused"   // its work changes workflows or is over a size bound
 	AgentError     = "error"     // GitHub or NATS failed while checking its work
 )
 
@@ -212,7 +213,7 @@ func NewEscalator(reg prometheus.Registerer) *Escalator {
 }
 
 var (
-	reasons    = []events.Reason{events.ReasonReviewTimeout, events.ReasonMaxFixCycles, events.ReasonFeedbackFailed, events.ReasonReviewWorkflowFailed, events.ReasonChecksFailed, events.ReasonMergeConflict, events.ReasonNotMergeable}
+	reasons    = []events.Reason{events.ReasonReviewTimeout, events.ReasonMaxFixCycles, events.ReasonFeedbackFailed, events.ReasonAgentBudgetExhausted, events.ReasonReviewWorkflowFailed, events.ReasonChecksFailed, events.ReasonMergeConflict, events.ReasonNotMergeable}
 	severities = []events.Severity{events.SeverityInfo, events.SeverityWarning, events.SeverityBlocking}
 )
 

@@ -85,6 +85,11 @@ var reasons = map[events.Reason]reasonInfo{
 		why:  "prloop's coding agent failed while addressing review feedback.",
 		next: []string{"Check the error below and address the feedback yourself, or fix what made the agent fail."},
 	},
+	events.ReasonAgentBudgetExhausted: {
+		title: "the agent's time budget is spent", review: true,
+		why:  "prloop's coding agent spent the wall time it may use on this PR (PRLOOP_AGENT_BUDGET) without getting it approved.",
+		next: []string{"Address the open review comments yourself, or raise PRLOOP_AGENT_BUDGET if the PR deserves more agent time."},
+	},
 	events.ReasonReviewWorkflowFailed: {
 		title: "a review workflow failed", review: true,
 		why:  "A required reviewer's workflow failed, so the PR cannot be reviewed automatically.",

@@ -141,7 +141,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 	}
 	resuming := a.rec.InFlight(req) && a.rec.Runs > 0
 	if !a.rec.InFlight(req) {
-		a.rec = Record{Key: req.Key(), EventID: req.EventID}
+		a.rec = Record{Key: req.Key(), EventID: req.EventID, AgentSpent: a.rec.AgentSpent}
 	}
 
 	st, _, err := s.d.Store.Get(ctx, req.PR)
@@ -184,7 +184,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 		switch {
 		case err == nil:
 			return a.addressed(ctx, res)
-		case errors.Is(err, ErrRewritten):
+		case errors.Is(err, ErrRewritten), errors.Is(err, ErrRefused):
 			return a.escalate(ctx, events.ReasonFeedbackFailed, err.Error(), "")
 		case !errors.Is(err, ErrNoChange):
 			return Result{}, err
@@ -220,6 +220,12 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 				return Result{}, err
 			}
 		}
+		left := s.cfg.AgentBudget - a.rec.AgentSpent
+		if s.cfg.AgentBudget > 0 && left <= 0 {
+			a.log.Warn("agent budget spent; escalating", "spent", a.rec.AgentSpent, "budget", s.cfg.AgentBudget)
+			return a.escalate(ctx, events.ReasonAgentBudgetExhausted, errText(lastErr),
+				fmt.Sprintf("the agent ran %s on this PR (PRLOOP_AGENT_BUDGET=%s)", a.rec.AgentSpent.Round(time.Second), s.cfg.AgentBudget))
+		}
 		a.rec.Runs++
 		if err := a.save(ctx); err != nil {
 			return Result{}, err
@@ -227,12 +233,22 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		logFile := filepath.Join(a.files, fmt.Sprintf("agent-%s-c%d-r%d.log", short(start), a.req.FixCycle, a.rec.Runs))
 		a.logs = append(a.logs, logFile)
 		a.log.Info("running the agent", "run", a.rec.Runs, "of", s.cfg.AgentAttempts, "worktree", a.wt.Dir, "log", logFile)
+		began := time.Now()
 		agentErr := s.agent.Run(ctx, AgentRun{
 			Dir: a.wt.Dir, Prompt: prompt, PromptFile: filepath.Join(a.files, "prompt.md"), LogFile: logFile,
-			Env: append(slices.Clip(a.env), "PRLOOP_PR="+a.req.PR.String(), "PRLOOP_BRANCH="+a.wt.Branch),
+			Env:     append(slices.Clip(a.env), "PRLOOP_PR="+a.req.PR.String(), "PRLOOP_BRANCH="+a.wt.Branch),
+			Timeout: max(0, left),
 		})
+		a.rec.AgentSpent += time.Since(began)
 		if ctx.Err() != nil {
+			// Counted even so: an interrupted run cost its time too.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = a.save(sctx)
+			cancel()
 			return Result{}, context.Cause(ctx)
+		}
+		if err := a.save(ctx); err != nil {
+			return Result{}, err
 		}
 		res, err := a.verify(ctx, agentErr == nil)
 		s.d.Metrics.AgentRun(agentResult(agentErr, err))
@@ -242,7 +258,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 				a.log.Warn("the agent failed but had pushed a fix; keeping it", "err", agentErr)
 			}
 			return a.addressed(ctx, res)
-		case errors.Is(err, ErrRewritten):
+		case errors.Is(err, ErrRewritten), errors.Is(err, ErrRefused):
 			return a.escalate(ctx, events.ReasonFeedbackFailed, err.Error(), "")
 		case agentErr != nil:
 			lastErr = agentErr
@@ -272,6 +288,8 @@ func agentResult(agentErr, verifyErr error) string {
 		return metrics.AgentFixed
 	case errors.Is(verifyErr, ErrRewritten):
 		return metrics.AgentRewritten
+	case errors.Is(verifyErr, ErrRefused):
+		return metrics.AgentRefused
 	case agentErr != nil:
 		return metrics.AgentFailed
 	case errors.Is(verifyErr, ErrNoChange):
@@ -303,8 +321,11 @@ func (a *attempt) setup(ctx context.Context, st state.PR, resuming bool) error {
 	}
 	remote := a.pull.GetHead().GetRepo().GetCloneURL()
 	branch := a.pull.GetHead().GetRef()
+	// The mirror and the bundles sit beside the worktree, never in it: the
+	// agent's sandbox sees only the worktree and the prompt.
+	mirror, out := filepath.Join(base, "mirror.git"), filepath.Join(a.files, "out")
 	if st.Worktree != "" {
-		wt := Worktree{Dir: st.Worktree, Remote: remote, Branch: branch}
+		wt := Worktree{Dir: st.Worktree, Remote: remote, Branch: branch, Mirror: mirror, Number: pr.Number, Out: out}
 		why, err := a.git.Adopt(ctx, &wt, a.req.HeadSHA, resuming)
 		if err == nil && why == "" {
 			a.wt = wt
@@ -312,7 +333,7 @@ func (a *attempt) setup(ctx context.Context, st state.PR, resuming bool) error {
 		}
 		a.log.Info("not using the watch request's worktree; cloning", "worktree", st.Worktree, "why", why, "err", err)
 	}
-	a.wt = Worktree{Dir: filepath.Join(base, "pr-"+strconv.Itoa(pr.Number)), Own: true, Remote: remote, Branch: branch}
+	a.wt = Worktree{Dir: filepath.Join(base, "pr-"+strconv.Itoa(pr.Number)), Own: true, Remote: remote, Branch: branch, Mirror: mirror, Number: pr.Number, Out: out}
 	return a.git.Clone(ctx, a.wt, a.req.HeadSHA, resuming)
 }
 
@@ -379,8 +400,10 @@ type fixResult struct {
 
 // verify establishes whether the PR's branch on GitHub moved from the
 // change request's head to a descendant, pushing the agent's local work
-// first when local is set (committing what it left uncommitted). Checking
-// that the branch exists would prove nothing: it existed before.
+// first when local is set (committing what it left uncommitted). Every
+// decision is made in prloop's mirror, on the agent's work as the mirror
+// took it in; checking that the branch exists would prove nothing: it
+// existed before.
 func (a *attempt) verify(ctx context.Context, local bool) (fixResult, error) {
 	start := a.req.HeadSHA
 	remote, err := a.remoteHead(ctx)
@@ -388,32 +411,22 @@ func (a *attempt) verify(ctx context.Context, local bool) (fixResult, error) {
 		return fixResult{}, err
 	}
 	if remote != start {
-		if err := a.git.Fetch(ctx, a.wt); err != nil {
+		if _, err := a.git.Sync(ctx, a.wt); err != nil {
 			return fixResult{}, err
 		}
 	}
 	target, pushed := remote, false
 	if local {
-		dirty, err := a.git.Dirty(ctx, a.wt)
-		if err != nil {
-			return fixResult{}, err
-		}
-		if dirty {
-			a.log.Info("committing the agent's uncommitted changes")
-			if err := a.git.CommitAll(ctx, a.wt, fmt.Sprintf("address review feedback on #%d", a.req.PR.Number)); err != nil {
-				return fixResult{}, err
-			}
-		}
-		head, err := a.git.Head(ctx, a.wt.Dir)
+		head, err := a.git.Export(ctx, a.wt, start, fmt.Sprintf("address review feedback on #%d", a.req.PR.Number))
 		if err != nil {
 			return fixResult{}, err
 		}
 		if head != remote {
-			if ok, err := a.git.IsAncestor(ctx, a.wt.Dir, remote, head); err != nil {
+			if ok, err := a.git.IsAncestor(ctx, a.wt, remote, head); err != nil {
 				return fixResult{}, err
 			} else if ok {
 				target, pushed = head, true
-			} else if behind, err := a.git.IsAncestor(ctx, a.wt.Dir, head, remote); err != nil {
+			} else if behind, err := a.git.IsAncestor(ctx, a.wt, head, remote); err != nil {
 				return fixResult{}, err
 			} else if !behind {
 				return fixResult{}, fmt.Errorf("local %s and the branch's %s diverged: %w", short(head), short(remote), ErrRewritten)
@@ -423,7 +436,7 @@ func (a *attempt) verify(ctx context.Context, local bool) (fixResult, error) {
 	if target == start {
 		return fixResult{}, fmt.Errorf("fix for %s: %w", a.req.PR, ErrNoChange)
 	}
-	if ok, err := a.git.IsAncestor(ctx, a.wt.Dir, start, target); err != nil {
+	if ok, err := a.git.IsAncestor(ctx, a.wt, start, target); err != nil {
 		return fixResult{}, err
 	} else if !ok {
 		return fixResult{}, fmt.Errorf("%s does not descend from %s: %w", short(target), short(start), ErrRewritten)
@@ -435,10 +448,13 @@ func (a *attempt) verify(ctx context.Context, local bool) (fixResult, error) {
 		}
 		return fixResult{head: target, pushedAt: at}, nil
 	}
+	if err := a.git.Inspect(ctx, a.wt, remote, target, a.s.cfg.AgentMaxCommits, a.s.cfg.AgentMayEditWorkflows); err != nil {
+		return fixResult{}, err
+	}
 	if err := a.fence(ctx); err != nil {
 		return fixResult{}, err
 	}
-	if err := a.git.Push(ctx, a.wt); err != nil {
+	if err := a.git.Push(ctx, a.wt, target); err != nil {
 		return fixResult{}, err
 	}
 	at := a.s.d.Now()

@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/prloop/prloop/pkg/sandbox"
 )
 
 // secretNames are environment variables that carry GitHub or prloop
@@ -64,7 +67,7 @@ func containsAny(s string, subs []string) bool {
 	return false
 }
 
-// Agent runs the coding agent command.
+// Agent runs the coding agent command in the sandbox.
 type Agent struct {
 	// Cmd is run as `sh -c Cmd`.
 	Cmd string
@@ -72,6 +75,12 @@ type Agent struct {
 	Timeout, KillGrace time.Duration
 	// LogMaxBytes caps the kept output.
 	LogMaxBytes int64
+	// Sandbox is where it runs.
+	Sandbox Sandbox
+	// ReadOnly and Writable are host paths the agent sees besides its
+	// worktree (PRLOOP_AGENT_READONLY_PATHS, PRLOOP_AGENT_WRITABLE_PATHS):
+	// its own installation and state, say.
+	ReadOnly, Writable []string
 }
 
 // AgentRun describes one run.
@@ -82,16 +91,19 @@ type AgentRun struct {
 	LogFile    string
 	// Env is the complete environment, without credentials.
 	Env []string
+	// Timeout, when positive and shorter than the Agent's, bounds this run
+	// (what is left of the PR's agent budget).
+	Timeout time.Duration
 }
 
 // ErrAgentTimeout is wrapped by Run's error when the agent ran out of time.
 var ErrAgentTimeout = errors.New("agent timed out")
 
-// Run runs the agent in its own process group with the prompt on stdin
-// and in PromptFile, its output in LogFile (capped). When it times out or
-// ctx is cancelled, the whole group gets SIGTERM, then SIGKILL after
-// KillGrace; when it exits, anything it left running in the group is
-// killed too, so no agent process outlives its run.
+// Run runs the agent in the sandbox with its worktree writable, the prompt
+// on stdin and in PromptFile (read-only, outside the worktree), its output
+// in LogFile (capped). When it times out or ctx is cancelled, it gets
+// SIGTERM, then SIGKILL after KillGrace; when Run returns, the sandbox
+// has killed every process the agent started.
 func (a *Agent) Run(ctx context.Context, r AgentRun) error {
 	if err := os.WriteFile(r.PromptFile, []byte(r.Prompt), 0o600); err != nil {
 		return fmt.Errorf("write prompt file: %w", err)
@@ -103,41 +115,18 @@ func (a *Agent) Run(ctx context.Context, r AgentRun) error {
 	defer logf.Close()
 	out := &cappedWriter{w: logf, left: a.LogMaxBytes}
 
-	tctx, cancel := context.WithTimeout(ctx, a.Timeout)
+	timeout := a.Timeout
+	if r.Timeout > 0 && r.Timeout < timeout {
+		timeout = r.Timeout
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	cmd := exec.Command("sh", "-c", a.Cmd)
-	cmd.Dir = r.Dir
-	cmd.Env = append(append([]string(nil), r.Env...), "PRLOOP_PROMPT_FILE="+r.PromptFile)
-	cmd.Stdin = strings.NewReader(r.Prompt)
-	cmd.Stdout, cmd.Stderr = out, out
-	// Its own process group, so one signal reaches every process it starts;
-	// and SIGKILL for the shell if prloop itself dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// Output pipes may be held by grandchildren; give up on them this long
-	// after the shell exits.
-	cmd.WaitDelay = a.KillGrace
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start agent: %w", err)
-	}
-	pgid := cmd.Process.Pid
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-
-	var runErr error
-	select {
-	case runErr = <-done:
-	case <-tctx.Done():
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		t := time.NewTimer(a.KillGrace)
-		select {
-		case runErr = <-done:
-		case <-t.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-			runErr = <-done
-		}
-		t.Stop()
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL) // whatever it left behind
+	runErr := a.Sandbox.Run(tctx, sandbox.Cmd{
+		Args: []string{"sh", "-c", a.Cmd}, Dir: r.Dir,
+		Env:      append(append([]string(nil), r.Env...), "PRLOOP_PROMPT_FILE="+r.PromptFile),
+		ReadOnly: append(slices.Clip(a.ReadOnly), filepath.Dir(r.PromptFile)), Writable: a.Writable,
+		Stdin: strings.NewReader(r.Prompt), Stdout: out, Stderr: out, KillGrace: a.KillGrace,
+	})
 	fmt.Fprintf(out, "\n[prloop: agent exited: %v]\n", exitText(runErr))
 	if out.dropped > 0 {
 		fmt.Fprintf(logf, "[prloop: %d bytes of output dropped over PRLOOP_AGENT_LOG_MAX_BYTES]\n", out.dropped)
@@ -146,7 +135,7 @@ func (a *Agent) Run(ctx context.Context, r AgentRun) error {
 	case ctx.Err() != nil:
 		return fmt.Errorf("agent stopped: %w", context.Cause(ctx))
 	case tctx.Err() != nil:
-		return fmt.Errorf("%w after %s", ErrAgentTimeout, a.Timeout)
+		return fmt.Errorf("%w after %s", ErrAgentTimeout, timeout)
 	case runErr != nil && !errors.Is(runErr, exec.ErrWaitDelay):
 		return fmt.Errorf("agent failed: %s", exitText(runErr))
 	}

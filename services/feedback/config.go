@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/review"
+	"github.com/prloop/prloop/pkg/sandbox"
 )
 
 // Config is the feedback service's configuration, read from PRLOOP_* variables.
@@ -24,13 +27,39 @@ type Config struct {
 	// WorkspaceDir holds prloop's clones (<owner>/<repo>/pr-<n>), prompts and
 	// agent logs (pr-<n>.d/). Empty means <PRLOOP_DATA_DIR>/workspace.
 	WorkspaceDir string `envconfig:"PRLOOP_WORKSPACE_DIR"`
-	// AgentCmd is the coding agent, run with sh -c in the worktree with the
-	// prompt on stdin and in the file named by PRLOOP_PROMPT_FILE (outside
-	// the worktree), PRLOOP_PR and PRLOOP_BRANCH in its environment, and no
-	// GitHub credentials.
+	// AgentCmd is the coding agent, run with sh -c in the worktree, in the
+	// sandbox, with the prompt on stdin and in the file named by
+	// PRLOOP_PROMPT_FILE (outside the worktree), PRLOOP_PR and
+	// PRLOOP_BRANCH in its environment, and no credentials of prloop's.
 	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD" default:"claude -p --permission-mode acceptEdits"`
-	// AgentTimeout bounds one agent run; its whole process group is then killed.
+	// AgentTimeout bounds one agent run; its whole sandbox is then killed.
 	AgentTimeout time.Duration `envconfig:"PRLOOP_AGENT_TIMEOUT" default:"10m"`
+	// AgentBudget bounds the agent wall time spent on one PR across all
+	// its runs and fix cycles; once spent, the PR is escalated with reason
+	// agent_budget_exhausted instead of running the agent again. 0: no bound.
+	AgentBudget time.Duration `envconfig:"PRLOOP_AGENT_BUDGET" default:"1h"`
+	// AgentSandbox is how the agent (and every git command in its
+	// worktree) is confined: auto picks the strongest that works here
+	// (bwrap, then namespaces); none runs it as prloop's user, with
+	// prloop's view of the machine (see README, Security model).
+	AgentSandbox string `envconfig:"PRLOOP_AGENT_SANDBOX" default:"auto"`
+	// AgentReadOnlyPaths and AgentWritablePaths are host paths the agent
+	// sees besides its worktree and the system directories (/usr, /etc,
+	// …): its own installation or state (e.g. ~/.claude), comma-separated.
+	AgentReadOnlyPaths []string `envconfig:"PRLOOP_AGENT_READONLY_PATHS"`
+	AgentWritablePaths []string `envconfig:"PRLOOP_AGENT_WRITABLE_PATHS"`
+	// AgentMemoryMaxMB caps the sandbox's memory where cgroup v2 is
+	// writable; 0: no cap.
+	AgentMemoryMaxMB int64 `envconfig:"PRLOOP_AGENT_MEMORY_MAX_MB" default:"0"`
+	// AgentMaxCommits and AgentMaxBytes bound the agent's work that prloop
+	// takes in and pushes: commits on top of the PR's head, and bytes of
+	// new objects. Work over a bound is escalated, not pushed.
+	AgentMaxCommits int   `envconfig:"PRLOOP_AGENT_MAX_COMMITS" default:"50"`
+	AgentMaxBytes   int64 `envconfig:"PRLOOP_AGENT_MAX_BYTES" default:"52428800"`
+	// AgentMayEditWorkflows lets prloop push agent commits that change
+	// .github/workflows; off, because a workflow runs with the
+	// repository's secrets and the agent reads strangers' text.
+	AgentMayEditWorkflows bool `envconfig:"PRLOOP_AGENT_MAY_EDIT_WORKFLOWS" default:"false"`
 	// AgentAttempts is how many agent runs one change request may use in
 	// total, across retries and redeliveries, before it is escalated.
 	AgentAttempts int `envconfig:"PRLOOP_AGENT_ATTEMPTS" default:"3"`
@@ -89,6 +118,20 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s=%s: want a positive duration", p.name, p.v))
 		}
 	}
+	if c.AgentBudget < 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_AGENT_BUDGET=%s: want a duration of 0 (no bound) or more", c.AgentBudget))
+	}
+	if _, err := sandbox.ParseMode(c.AgentSandbox); err != nil {
+		errs = append(errs, err)
+	}
+	for _, p := range append(slices.Clip(c.AgentReadOnlyPaths), c.AgentWritablePaths...) {
+		if !filepath.IsAbs(p) {
+			errs = append(errs, fmt.Errorf("PRLOOP_AGENT_READONLY_PATHS/PRLOOP_AGENT_WRITABLE_PATHS: %q is not an absolute path", p))
+		}
+	}
+	if c.AgentMemoryMaxMB < 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_AGENT_MEMORY_MAX_MB=%d: want 0 (no cap) or more", c.AgentMemoryMaxMB))
+	}
 	if c.AgentBackoff < 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_AGENT_BACKOFF=%s: want a duration of 0 or more", c.AgentBackoff))
 	}
@@ -105,6 +148,8 @@ func (c Config) Validate() error {
 		{"PRLOOP_PROMPT_MAX_BYTES", int64(c.PromptMaxBytes)},
 		{"PRLOOP_CONTEXT_MAX_BYTES", int64(c.ContextMaxBytes)},
 		{"PRLOOP_FEEDBACK_MAX_DELIVER", int64(c.MaxDeliver)},
+		{"PRLOOP_AGENT_MAX_COMMITS", int64(c.AgentMaxCommits)},
+		{"PRLOOP_AGENT_MAX_BYTES", c.AgentMaxBytes},
 	} {
 		if n.v < 1 {
 			errs = append(errs, fmt.Errorf("%s=%d: want at least 1", n.name, n.v))

@@ -57,6 +57,9 @@ func TestFeedback_AgentCommitsAndPushes(t *testing.T) {
 			commits := e.bareLog("feature/x", e.head)
 			require.Len(t, commits, 1)
 			assert.Contains(t, commits[0], " agent Address review comments")
+			pushed, err := filepath.Glob(filepath.Join(e.records, "pushed.*"))
+			require.NoError(t, err)
+			assert.Empty(t, pushed, "the agent's own git push went through: it holds a credential")
 			st, _, err := e.store.Get(t.Context(), e.pr)
 			require.NoError(t, err)
 			assert.Equal(t, 1, st.FixCycle)
@@ -125,7 +128,7 @@ func TestFeedback_AgentOnlyEdits_PrloopCommitsAndPushes(t *testing.T) {
 	assert.Equal(t, e.sim.Now(), ev.PushedAt.UTC(), "the time of prloop's push")
 	assert.Equal(t, 1, ev.FixCycle)
 	assertGitAuthViaEnv(t, e.gitLog)
-	assert.Contains(t, readFile(t, e.gitLog), "args: push --quiet --no-verify -- ", "prloop pushed")
+	assert.Contains(t, readFile(t, e.gitLog), "/mirror.git push --quiet --no-verify -- ", "prloop pushed, from its mirror")
 	assertNoTokenInFiles(t, cfg.WorkspaceDir)
 }
 
@@ -324,9 +327,10 @@ func assertNoTokenInFiles(t *testing.T, dir string) {
 	assert.Positive(t, n, "files searched")
 }
 
-// assertGitAuthViaEnv checks the git wrapper's log: every git command that
-// talks to the remote got the auth header in its environment, no other
-// did, and no command had the token in its arguments.
+// assertGitAuthViaEnv checks the git wrapper's log: exactly the git
+// commands that talk to GitHub, fetch and push in prloop's mirror, got the
+// auth header, in their environment; no command in a worktree did, and no
+// command had the token in its arguments.
 func assertGitAuthViaEnv(t *testing.T, log string) {
 	t.Helper()
 	network := 0
@@ -335,11 +339,12 @@ func assertGitAuthViaEnv(t *testing.T, log string) {
 		assertNoToken(t, "git arguments", args)
 		fields := strings.Fields(args)
 		require.Greater(t, len(fields), 1, line)
-		switch fields[1] {
-		case "clone", "fetch", "push":
+		remote := strings.HasPrefix(fields[1], "--git-dir=") && strings.HasSuffix(fields[1], "/mirror.git") &&
+			len(fields) > 2 && (fields[2] == "fetch" || fields[2] == "push") && strings.Contains(args, " http")
+		if remote {
 			network++
 			assert.Contains(t, env, ".extraHeader=Authorization: Basic "+basicHeader, "auth header in the environment of %s", args)
-		default:
+		} else {
 			assert.NotContains(t, env, "Authorization", "no credentials for %s", args)
 		}
 		assert.Contains(t, env, "env:core.hooksPath=/dev/null", "hooks off for %s", args)

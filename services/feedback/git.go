@@ -11,11 +11,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/sandbox"
 )
 
 // Timeouts of prloop's own git processes.
@@ -24,13 +27,25 @@ const (
 	gitNetworkTimeout = 10 * time.Minute
 )
 
-// Git runs prloop's own git processes: clone, fetch, commit, push. The
-// GitHub token reaches them only through their environment, as an
-// http.<host>.extraHeader set with GIT_CONFIG_COUNT/KEY/VALUE and only for
-// the commands that talk to the remote: never in a URL, an argument (which
-// ps shows), a file (the agent can read .git/config) or a log line. Hooks
-// and fsmonitor are disabled for every command, so nothing the agent wrote
-// into the worktree runs with that environment.
+// Git runs prloop's own git processes on two sides of a wall.
+//
+// The mirror is a bare repository per PR repository under the workspace,
+// written only by prloop and never visible to the agent. Only there does
+// git talk to GitHub, with the token in that one process's environment (an
+// http.<host>.extraHeader set with GIT_CONFIG_COUNT/KEY/VALUE: never a URL,
+// an argument, a file or a log line). Every check of the agent's work
+// (ancestry, files changed, size) runs there, and so does the push.
+//
+// The worktree is the agent's: its files and its .git, config included,
+// are the agent's to write, and a repository's config can make git run
+// programs (core.fsmonitor, filters, core.alternateRefsCommand, …) or send
+// its requests elsewhere (http.proxy, url.<x>.insteadOf). So git in the
+// worktree only ever runs local commands, carries no credential, and runs
+// in the agent's sandbox. What the agent made leaves the worktree only as
+// a bundle file, which the mirror fetches as plain data, fsck on.
+//
+// Every git command runs with system and global configuration ignored,
+// hooks and fsmonitor off, and only the https, http and file transports.
 type Git struct {
 	// Bin is the git executable.
 	Bin string
@@ -40,7 +55,23 @@ type Git struct {
 	Name, Email string
 	// Token returns the credential for the remote, fresh for each use.
 	Token func(ctx context.Context) (github.Secret, error)
+	// Sandbox runs the git commands in the worktree; nil runs them as
+	// plain processes (tests of the mirror side only).
+	Sandbox Sandbox
+	// ReadOnly and Writable are host paths every sandboxed command also
+	// sees (the git executable's own directory when it is not in /usr).
+	ReadOnly, Writable []string
+	// MaxBundleBytes bounds the agent's work as prloop takes it in.
+	MaxBundleBytes int64
 }
+
+// Sandbox runs a command where the agent runs: *sandbox.Sandbox.
+type Sandbox interface {
+	Run(ctx context.Context, c sandbox.Cmd) error
+	Mode() sandbox.Mode
+}
+
+var _ Sandbox = (*sandbox.Sandbox)(nil)
 
 var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
@@ -51,11 +82,30 @@ var ErrGit = errors.New("git failed")
 // GitHub describes it (clone URL, branch name, head): retrying is useless.
 var ErrUnusable = errors.New("cannot check the PR out")
 
-// hardening is configuration every prloop git command runs with.
+// hardening is configuration every prloop git command runs with. Config
+// from the environment outranks the repository's, so a worktree's
+// .git/config cannot undo it.
 var hardening = [][2]string{
 	{"core.hooksPath", os.DevNull},
 	{"core.fsmonitor", "false"},
+	{"core.alternateRefsCommand", ""},
 	{"commit.gpgsign", "false"},
+	{"tag.gpgsign", "false"},
+	{"protocol.allow", "never"},
+	{"protocol.https.allow", "always"},
+	{"protocol.http.allow", "always"},
+	{"protocol.file.allow", "always"},
+	{"transfer.fsckObjects", "true"},
+	{"credential.helper", ""},
+	{"http.proxy", ""},
+	{"core.sshCommand", "false"},
+}
+
+// hardeningEnv ignores system and global configuration and replacement
+// objects, and never asks anyone for a password.
+var hardeningEnv = []string{
+	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_ATTR_NOSYSTEM=1",
+	"GIT_NO_REPLACE_OBJECTS=1", "GIT_TERMINAL_PROMPT=0",
 }
 
 // authScope is the URL prefix the auth header is limited to: scheme and
@@ -77,7 +127,7 @@ func basicAuth(tok github.Secret) string {
 }
 
 // environ returns the environment of one git command; remote is "" for a
-// command that needs no credentials.
+// command that needs no credentials, and only mirror commands have one.
 func (g *Git) environ(ctx context.Context, remote string) ([]string, []string, error) {
 	cfg := append([][2]string(nil), hardening...)
 	var secrets []string
@@ -88,12 +138,12 @@ func (g *Git) environ(ctx context.Context, remote string) ([]string, []string, e
 		}
 		if tok != "" {
 			header := basicAuth(tok)
-			cfg = append(cfg, [2]string{"credential.helper", ""}, [2]string{"http." + authScope(remote) + ".extraHeader", header})
+			cfg = append(cfg, [2]string{"http." + authScope(remote) + ".extraHeader", header})
 			secrets = append(secrets, tok.Reveal(), strings.TrimPrefix(header, "Authorization: Basic "))
 		}
 	}
-	env := append([]string(nil), g.Env...)
-	env = append(env, "GIT_TERMINAL_PROMPT=0", "GIT_CONFIG_COUNT="+strconv.Itoa(len(cfg)))
+	env := append(append([]string(nil), g.Env...), hardeningEnv...)
+	env = append(env, "GIT_CONFIG_COUNT="+strconv.Itoa(len(cfg)))
 	for i, kv := range cfg {
 		n := strconv.Itoa(i)
 		env = append(env, "GIT_CONFIG_KEY_"+n+"="+kv[0], "GIT_CONFIG_VALUE_"+n+"="+kv[1])
@@ -101,10 +151,11 @@ func (g *Git) environ(ctx context.Context, remote string) ([]string, []string, e
 	return env, secrets, nil
 }
 
-// run runs git in dir and returns its trimmed stdout. remote names the
-// remote the command talks to ("" for local commands), which is what gets
-// the credentials.
-func (g *Git) run(ctx context.Context, dir, remote string, extraEnv []string, args ...string) (string, error) {
+// mirrorGit runs git in prloop's mirror m and returns its trimmed stdout.
+// remote names the remote the command talks to ("" for local commands),
+// which is what gets the credentials. It runs as prloop's own process,
+// outside the sandbox: m holds nothing the agent wrote but fsck'd objects.
+func (g *Git) mirrorGit(ctx context.Context, m, remote string, args ...string) (string, error) {
 	timeout := gitLocalTimeout
 	if remote != "" {
 		timeout = gitNetworkTimeout
@@ -116,11 +167,51 @@ func (g *Git) run(ctx context.Context, dir, remote string, extraEnv []string, ar
 		return "", fmt.Errorf("git %s: %w", args[0], err)
 	}
 	cmd := exec.CommandContext(ctx, g.Bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(env, extraEnv...)
+	cmd.Dir = "/"
+	if m != "" {
+		cmd.Args = append([]string{g.Bin, "--git-dir=" + m}, args...)
+		cmd.Dir = m
+	}
+	cmd.Env = env
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
+	return finish(cmd.Run(), args, &out, &errb, secrets)
+}
+
+// worktreeGit runs a local git command in wt's directory inside the
+// sandbox, without credentials, seeing the mirror read-only and out (when
+// set) writable; it returns the trimmed stdout.
+func (g *Git) worktreeGit(ctx context.Context, wt Worktree, extraEnv []string, out string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, gitLocalTimeout)
+	defer cancel()
+	env, _, err := g.environ(ctx, "")
+	if err != nil {
+		return "", err
+	}
+	var stdout, stderr bytes.Buffer
+	c := sandbox.Cmd{
+		Args: append([]string{g.Bin}, args...), Dir: wt.Dir, Env: append(env, extraEnv...),
+		ReadOnly: append(slices.Clip(g.ReadOnly), wt.Mirror), Writable: slices.Clip(g.Writable),
+		Stdout: &stdout, Stderr: &stderr, KillGrace: time.Second,
+	}
+	if out != "" {
+		c.Writable = append(c.Writable, out)
+	}
+	var runErr error
+	if g.Sandbox != nil {
+		runErr = g.Sandbox.Run(ctx, c)
+	} else {
+		cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
+		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = c.Dir, c.Env, c.Stdout, c.Stderr
+		runErr = cmd.Run()
+	}
+	return finish(runErr, args, &stdout, &stderr, nil)
+}
+
+// finish turns a git command's end into its trimmed stdout or a
+// *gitError with its stderr, secrets redacted.
+func finish(err error, args []string, out, errb *bytes.Buffer, secrets []string) (string, error) {
+	if err != nil {
 		msg := strings.TrimSpace(errb.String())
 		for _, s := range secrets {
 			msg = strings.ReplaceAll(msg, s, "[REDACTED]")
@@ -151,21 +242,33 @@ func exitCode(err error) int {
 	return -1
 }
 
-// Worktree is where the agent works on a PR.
+// Worktree is where the agent works on a PR, and prloop's mirror of it.
 type Worktree struct {
 	Dir string
 	// Own is set for prloop's clone under the workspace, which prloop may
 	// reset at will; a worktree from the watch request is the user's.
 	Own bool
-	// Remote is the PR head repository's clone URL, where prloop fetches
-	// and pushes (never "origin", which the agent can repoint).
+	// Remote is the PR head repository's clone URL, which only the
+	// mirror talks to.
 	Remote string
 	// Branch is the PR's head branch.
 	Branch string
+	// Mirror is prloop's bare repository for the PR's repository, and
+	// Number the PR's number, which names its refs there.
+	Mirror string
+	Number int
+	// Out is a directory outside the worktree where the sandboxed git
+	// leaves the bundle of the agent's work.
+	Out string
 	// Keep are the untracked files of a user's worktree from before prloop
 	// used it (a spec folder, notes): never committed, never deleted.
 	Keep map[string]bool
 }
+
+// headRef is the mirror's copy of the PR branch as GitHub last showed it;
+// resultRef is the agent's work as prloop took it in.
+func (wt Worktree) headRef() string   { return "refs/prloop/pr-" + strconv.Itoa(wt.Number) + "/head" }
+func (wt Worktree) resultRef() string { return "refs/prloop/pr-" + strconv.Itoa(wt.Number) + "/result" }
 
 // checkRemote refuses a clone URL git could take for an option or a
 // transport that runs commands.
@@ -175,7 +278,7 @@ func checkRemote(remote string) error {
 		return fmt.Errorf("%w: clone URL %q is not a URL", ErrUnusable, remote)
 	}
 	switch u.Scheme {
-	case "https", "http", "file", "ssh":
+	case "https", "http", "file":
 		return nil
 	}
 	return fmt.Errorf("%w: clone URL %q: scheme %q, want https", ErrUnusable, remote, u.Scheme)
@@ -186,31 +289,69 @@ func (g *Git) checkBranch(ctx context.Context, branch string) error {
 	if branch == "" || strings.HasPrefix(branch, "-") {
 		return fmt.Errorf("%w: branch name %q", ErrUnusable, branch)
 	}
-	if _, err := g.run(ctx, "", "", nil, "check-ref-format", "refs/heads/"+branch); err != nil {
+	if _, err := g.mirrorGit(ctx, "", "", "check-ref-format", "refs/heads/"+branch); err != nil {
 		return fmt.Errorf("%w: branch name %q: %w", ErrUnusable, branch, err)
 	}
 	return nil
 }
 
-// Head returns the commit checked out in dir.
-func (g *Git) Head(ctx context.Context, dir string) (string, error) {
-	return g.run(ctx, dir, "", nil, "rev-parse", "--verify", "HEAD^{commit}")
+// mirrorInit serialises the creation of mirrors: two attempts on PRs of
+// one repository may start at once.
+var mirrorInit sync.Mutex
+
+// Sync brings the PR branch's commits from GitHub into the mirror,
+// creating it when absent, and returns the branch's head there.
+func (g *Git) Sync(ctx context.Context, wt Worktree) (string, error) {
+	mirrorInit.Lock()
+	_, err := os.Stat(filepath.Join(wt.Mirror, "HEAD"))
+	if err != nil {
+		if err = os.MkdirAll(wt.Mirror, 0o700); err == nil {
+			_, err = g.mirrorGit(ctx, wt.Mirror, "", "init", "--quiet", "--bare")
+		}
+	}
+	mirrorInit.Unlock()
+	if err != nil {
+		return "", fmt.Errorf("create mirror %s: %w", wt.Mirror, err)
+	}
+	if _, err := g.mirrorGit(ctx, wt.Mirror, wt.Remote, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+		"--", wt.Remote, "+refs/heads/"+wt.Branch+":"+wt.headRef()); err != nil {
+		return "", err
+	}
+	return g.mirrorGit(ctx, wt.Mirror, "", "rev-parse", "--verify", wt.headRef()+"^{commit}")
 }
 
-// CurrentBranch returns the branch checked out in dir ("HEAD" when detached).
-func (g *Git) CurrentBranch(ctx context.Context, dir string) (string, error) {
-	return g.run(ctx, dir, "", nil, "rev-parse", "--abbrev-ref", "HEAD")
+// fetchIntoWorktree brings the mirror's copy of the PR branch into the
+// worktree, as origin/<branch> in prloop's clone and FETCH_HEAD in a
+// user's worktree.
+func (g *Git) fetchIntoWorktree(ctx context.Context, wt Worktree) error {
+	refspec := wt.headRef()
+	if wt.Own {
+		refspec = "+" + wt.headRef() + ":refs/remotes/origin/" + wt.Branch
+	}
+	_, err := g.worktreeGit(ctx, wt, nil, "", "fetch", "--quiet", "--no-tags", "--", wt.Mirror, refspec)
+	return err
 }
 
-// modified reports whether dir's tracked files have uncommitted changes.
-func (g *Git) modified(ctx context.Context, dir string) (bool, error) {
-	out, err := g.run(ctx, dir, "", nil, "status", "--porcelain", "--untracked-files=no")
+// Head returns the commit checked out in wt. It is the agent's word:
+// only what the mirror took in (Export) is trusted.
+func (g *Git) Head(ctx context.Context, wt Worktree) (string, error) {
+	return g.worktreeGit(ctx, wt, nil, "", "rev-parse", "--verify", "HEAD^{commit}")
+}
+
+// CurrentBranch returns the branch checked out in wt ("HEAD" when detached).
+func (g *Git) CurrentBranch(ctx context.Context, wt Worktree) (string, error) {
+	return g.worktreeGit(ctx, wt, nil, "", "rev-parse", "--abbrev-ref", "HEAD")
+}
+
+// modified reports whether wt's tracked files have uncommitted changes.
+func (g *Git) modified(ctx context.Context, wt Worktree) (bool, error) {
+	out, err := g.worktreeGit(ctx, wt, nil, "", "status", "--porcelain", "--untracked-files=no")
 	return out != "", err
 }
 
-// untracked lists dir's untracked files that .gitignore does not hide.
-func (g *Git) untracked(ctx context.Context, dir string) ([]string, error) {
-	out, err := g.run(ctx, dir, "", nil, "ls-files", "--others", "--exclude-standard", "-z")
+// untracked lists wt's untracked files that .gitignore does not hide.
+func (g *Git) untracked(ctx context.Context, wt Worktree) ([]string, error) {
+	out, err := g.worktreeGit(ctx, wt, nil, "", "ls-files", "--others", "--exclude-standard", "-z")
 	if err != nil || out == "" {
 		return nil, err
 	}
@@ -219,7 +360,7 @@ func (g *Git) untracked(ctx context.Context, dir string) ([]string, error) {
 
 // newFiles lists the untracked files in wt that are not the user's.
 func (g *Git) newFiles(ctx context.Context, wt Worktree) ([]string, error) {
-	all, err := g.untracked(ctx, wt.Dir)
+	all, err := g.untracked(ctx, wt)
 	var out []string
 	for _, f := range all {
 		if !wt.Keep[f] {
@@ -232,78 +373,93 @@ func (g *Git) newFiles(ctx context.Context, wt Worktree) ([]string, error) {
 // Dirty reports whether wt has uncommitted changes: modified tracked files
 // or new untracked ones.
 func (g *Git) Dirty(ctx context.Context, wt Worktree) (bool, error) {
-	if mod, err := g.modified(ctx, wt.Dir); err != nil || mod {
+	if mod, err := g.modified(ctx, wt); err != nil || mod {
 		return mod, err
 	}
 	files, err := g.newFiles(ctx, wt)
 	return len(files) > 0, err
 }
 
-// IsAncestor reports whether commit a is an ancestor of (or equal to) b.
-func (g *Git) IsAncestor(ctx context.Context, dir, a, b string) (bool, error) {
-	_, err := g.run(ctx, dir, "", nil, "merge-base", "--is-ancestor", a, b)
+// IsAncestor reports whether commit a is an ancestor of (or equal to) b
+// in the mirror.
+func (g *Git) IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error) {
+	_, err := g.mirrorGit(ctx, wt.Mirror, "", "merge-base", "--is-ancestor", a, b)
 	if err != nil && exitCode(err) == 1 {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// Fetch brings the remote branch's commits into wt. prloop's clone also
-// updates origin/<branch>, the branch's upstream.
-func (g *Git) Fetch(ctx context.Context, wt Worktree) error {
-	refspec := "refs/heads/" + wt.Branch
-	if wt.Own {
-		refspec = "+refs/heads/" + wt.Branch + ":refs/remotes/origin/" + wt.Branch
-	}
-	_, err := g.run(ctx, wt.Dir, wt.Remote, nil, "fetch", "--quiet", "--no-tags", "--", wt.Remote, refspec)
-	return err
-}
-
-// Clone prepares prloop's own clone of the PR at dir: cloned when absent,
-// fetched otherwise, and on a local branch named like the PR's head branch
-// tracking origin/<branch>, so the agent's plain `git push` works. Unless
-// keep is set, or the checkout holds work made from start, it is reset
-// to start, clean.
+// Clone prepares prloop's own clone of the PR at wt.Dir from the mirror:
+// created when absent, fetched otherwise, and on a local branch named like
+// the PR's head branch tracking origin/<branch>. Unless keep is set, or
+// the checkout holds work made from start, it is reset to start, clean.
+// The clone's origin is the PR's clone URL, for the agent's information:
+// the agent has no credential to use it with.
 func (g *Git) Clone(ctx context.Context, wt Worktree, start string, keep bool) error {
-	if err := checkRemote(wt.Remote); err != nil {
+	if err := g.check(ctx, wt, start); err != nil {
 		return err
 	}
-	if !shaRE.MatchString(start) {
-		return fmt.Errorf("%w: head %q is not a commit id", ErrUnusable, start)
-	}
-	if err := g.checkBranch(ctx, wt.Branch); err != nil {
+	if _, err := g.Sync(ctx, wt); err != nil {
 		return err
 	}
 	if _, err := os.Stat(filepath.Join(wt.Dir, ".git")); err != nil {
 		if err := os.RemoveAll(wt.Dir); err != nil {
 			return fmt.Errorf("clear %s: %w", wt.Dir, err)
 		}
-		if err := os.MkdirAll(filepath.Dir(wt.Dir), 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", filepath.Dir(wt.Dir), err)
+		if err := os.MkdirAll(wt.Dir, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", wt.Dir, err)
 		}
-		if _, err := g.run(ctx, filepath.Dir(wt.Dir), wt.Remote, nil, "clone", "--quiet", "--no-checkout", "--no-tags", "--", wt.Remote, wt.Dir); err != nil {
+		if _, err := g.worktreeGit(ctx, wt, nil, "", "init", "--quiet"); err != nil {
+			return err
+		}
+		if _, err := g.worktreeGit(ctx, wt, nil, "", "remote", "add", "origin", wt.Remote); err != nil {
 			return err
 		}
 		keep = false
-	} else {
-		// The agent can edit .git/config; put back what prloop relies on.
-		if _, err := g.run(ctx, wt.Dir, "", nil, "remote", "set-url", "origin", wt.Remote); err != nil {
-			return err
-		}
 	}
-	if err := g.Fetch(ctx, wt); err != nil {
+	if err := g.fetchIntoWorktree(ctx, wt); err != nil {
 		return err
 	}
-	if keep {
-		head, err := g.Head(ctx, wt.Dir)
-		dirty, derr := g.Dirty(ctx, wt)
-		if err == nil && derr == nil && (dirty || head != start) {
-			if ok, _ := g.IsAncestor(ctx, wt.Dir, start, head); ok {
-				return nil // the work of an interrupted attempt on this change request
-			}
-		}
+	if keep && g.holdsWorkOn(ctx, wt, start) {
+		return nil // the work of an interrupted attempt on this change request
 	}
 	return g.Reset(ctx, wt, start)
+}
+
+// check refuses a PR prloop cannot check out as GitHub describes it.
+func (g *Git) check(ctx context.Context, wt Worktree, start string) error {
+	if err := checkRemote(wt.Remote); err != nil {
+		return err
+	}
+	if !shaRE.MatchString(start) {
+		return fmt.Errorf("%w: head %q is not a commit id", ErrUnusable, start)
+	}
+	return g.checkBranch(ctx, wt.Branch)
+}
+
+// holdsWorkOn reports whether wt holds work made from start: uncommitted
+// changes, or commits on top of it. The worktree's word is checked in the
+// mirror only for commits the mirror has; others count as work, which
+// Export then takes in and verifies.
+func (g *Git) holdsWorkOn(ctx context.Context, wt Worktree, start string) bool {
+	head, err := g.Head(ctx, wt)
+	dirty, derr := g.Dirty(ctx, wt)
+	if err != nil || derr != nil || (!dirty && head == start) {
+		return false
+	}
+	ok, err := g.worktreeIsAncestor(ctx, wt, start, head)
+	return err == nil && ok
+}
+
+// worktreeIsAncestor asks the worktree's git whether a is an ancestor of
+// b: only for choosing what to do with the worktree, never for trusting it.
+func (g *Git) worktreeIsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error) {
+	_, err := g.worktreeGit(ctx, wt, nil, "", "merge-base", "--is-ancestor", a, b)
+	if err != nil && exitCode(err) == 1 {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // Reset puts wt back at start with no local changes. In prloop's clone it
@@ -312,7 +468,7 @@ func (g *Git) Clone(ctx context.Context, wt Worktree, start string, keep bool) e
 // ignored ones (build caches, dependencies).
 func (g *Git) Reset(ctx context.Context, wt Worktree, start string) error {
 	if !wt.Own {
-		if _, err := g.run(ctx, wt.Dir, "", nil, "reset", "--quiet", "--hard", start); err != nil {
+		if _, err := g.worktreeGit(ctx, wt, nil, "", "reset", "--quiet", "--hard", start); err != nil {
 			return err
 		}
 		files, err := g.newFiles(ctx, wt)
@@ -329,7 +485,7 @@ func (g *Git) Reset(ctx context.Context, wt Worktree, start string) error {
 		{"clean", "-ffdxq"},
 	}
 	for _, args := range steps {
-		if _, err := g.run(ctx, wt.Dir, "", nil, args...); err != nil {
+		if _, err := g.worktreeGit(ctx, wt, nil, "", args...); err != nil {
 			return err
 		}
 	}
@@ -345,31 +501,31 @@ func (g *Git) Adopt(ctx context.Context, wt *Worktree, start string, resuming bo
 	if st, err := os.Stat(wt.Dir); err != nil || !st.IsDir() {
 		return "not a directory", nil
 	}
-	if err := checkRemote(wt.Remote); err != nil {
+	if err := g.check(ctx, *wt, start); err != nil {
 		return "", err
 	}
-	if !shaRE.MatchString(start) {
-		return "", fmt.Errorf("%w: head %q is not a commit id", ErrUnusable, start)
-	}
-	branch, err := g.CurrentBranch(ctx, wt.Dir)
+	branch, err := g.CurrentBranch(ctx, *wt)
 	if err != nil {
 		return "not a git checkout", nil
 	}
 	if branch != wt.Branch {
 		return fmt.Sprintf("on branch %q, not %q", branch, wt.Branch), nil
 	}
-	if err := g.Fetch(ctx, *wt); err != nil {
+	if _, err := g.Sync(ctx, *wt); err != nil {
 		return "", err
 	}
-	head, err := g.Head(ctx, wt.Dir)
+	if err := g.fetchIntoWorktree(ctx, *wt); err != nil {
+		return "", err
+	}
+	head, err := g.Head(ctx, *wt)
 	if err != nil {
 		return "", err
 	}
-	dirty, err := g.modified(ctx, wt.Dir)
+	dirty, err := g.modified(ctx, *wt)
 	if err != nil {
 		return "", err
 	}
-	files, err := g.untracked(ctx, wt.Dir)
+	files, err := g.untracked(ctx, *wt)
 	if err != nil {
 		return "", err
 	}
@@ -378,7 +534,7 @@ func (g *Git) Adopt(ctx context.Context, wt *Worktree, start string, resuming bo
 		wt.Keep[f] = true
 	}
 	if resuming && (dirty || head != start) {
-		if ok, _ := g.IsAncestor(ctx, wt.Dir, start, head); ok {
+		if ok, _ := g.worktreeIsAncestor(ctx, *wt, start, head); ok {
 			return "", nil
 		}
 	}
@@ -388,10 +544,10 @@ func (g *Git) Adopt(ctx context.Context, wt *Worktree, start string, resuming bo
 	if head == start {
 		return "", nil
 	}
-	if ok, _ := g.IsAncestor(ctx, wt.Dir, head, start); !ok {
+	if ok, _ := g.worktreeIsAncestor(ctx, *wt, head, start); !ok {
 		return "has commits the PR does not", nil
 	}
-	if _, err := g.run(ctx, wt.Dir, "", nil, "merge", "--quiet", "--ff-only", start); err != nil {
+	if _, err := g.worktreeGit(ctx, *wt, nil, "", "merge", "--quiet", "--ff-only", start); err != nil {
 		return "", err
 	}
 	return "", nil
@@ -400,7 +556,7 @@ func (g *Git) Adopt(ctx context.Context, wt *Worktree, start string, resuming bo
 // CommitAll commits every change in wt as prloop: modified tracked files
 // and new files, but not the user's own untracked files.
 func (g *Git) CommitAll(ctx context.Context, wt Worktree, message string) error {
-	if _, err := g.run(ctx, wt.Dir, "", nil, "add", "--update"); err != nil {
+	if _, err := g.worktreeGit(ctx, wt, nil, "", "add", "--update"); err != nil {
 		return err
 	}
 	files, err := g.newFiles(ctx, wt)
@@ -409,7 +565,7 @@ func (g *Git) CommitAll(ctx context.Context, wt Worktree, message string) error 
 	}
 	for len(files) > 0 {
 		n := min(len(files), 200)
-		if _, err := g.run(ctx, wt.Dir, "", nil, append([]string{"add", "--"}, files[:n]...)...); err != nil {
+		if _, err := g.worktreeGit(ctx, wt, nil, "", append([]string{"add", "--"}, files[:n]...)...); err != nil {
 			return err
 		}
 		files = files[n:]
@@ -418,13 +574,99 @@ func (g *Git) CommitAll(ctx context.Context, wt Worktree, message string) error 
 		"GIT_AUTHOR_NAME=" + g.Name, "GIT_AUTHOR_EMAIL=" + g.Email,
 		"GIT_COMMITTER_NAME=" + g.Name, "GIT_COMMITTER_EMAIL=" + g.Email,
 	}
-	_, err = g.run(ctx, wt.Dir, "", id, "commit", "--quiet", "--no-verify", "-m", message)
+	_, err = g.worktreeGit(ctx, wt, id, "", "commit", "--quiet", "--no-verify", "-m", message)
 	return err
 }
 
-// Push pushes HEAD to the PR's branch. It is a plain push, so git refuses
-// anything but a fast-forward: prloop never rewrites a PR's history.
-func (g *Git) Push(ctx context.Context, wt Worktree) error {
-	_, err := g.run(ctx, wt.Dir, wt.Remote, nil, "push", "--quiet", "--no-verify", "--", wt.Remote, "HEAD:refs/heads/"+wt.Branch)
+// ErrTooBig is wrapped by Export's error when the agent's work is over
+// the size bound.
+var ErrTooBig = fmt.Errorf("the agent's work is too big: %w", ErrRefused)
+
+// Export takes the agent's work into the mirror: it commits what the
+// agent left uncommitted, and when the worktree's head is a commit the
+// mirror lacks, bundles it there (inside the sandbox) and fetches the
+// bundle into the mirror's result ref (outside, fsck on). It returns the
+// head as the mirror knows it: the only form of the agent's work prloop
+// trusts from here on.
+func (g *Git) Export(ctx context.Context, wt Worktree, start, message string) (string, error) {
+	dirty, err := g.Dirty(ctx, wt)
+	if err != nil {
+		return "", err
+	}
+	if dirty {
+		if err := g.CommitAll(ctx, wt, message); err != nil {
+			return "", err
+		}
+	}
+	head, err := g.Head(ctx, wt)
+	if err != nil {
+		return "", err
+	}
+	if !shaRE.MatchString(head) {
+		return "", fmt.Errorf("%w: the worktree's head %q is not a commit id", ErrGit, Truncate(head, 80))
+	}
+	if _, err := g.mirrorGit(ctx, wt.Mirror, "", "cat-file", "-e", head+"^{commit}"); err == nil {
+		return head, nil // nothing new: start itself, or a commit the mirror has
+	}
+	if err := os.MkdirAll(wt.Out, 0o700); err != nil {
+		return "", fmt.Errorf("create %s: %w", wt.Out, err)
+	}
+	bundle := filepath.Join(wt.Out, "result.bundle")
+	defer os.Remove(bundle)
+	if _, err := g.worktreeGit(ctx, wt, nil, wt.Out, "bundle", "create", "--quiet", bundle, "HEAD", "^"+start); err != nil {
+		return "", err
+	}
+	st, err := os.Lstat(bundle)
+	if err != nil || !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: no bundle of the agent's work at %s", ErrGit, bundle)
+	}
+	if g.MaxBundleBytes > 0 && st.Size() > g.MaxBundleBytes {
+		return "", fmt.Errorf("%w: %d bytes of new objects, over PRLOOP_AGENT_MAX_BYTES=%d", ErrTooBig, st.Size(), g.MaxBundleBytes)
+	}
+	if _, err := g.mirrorGit(ctx, wt.Mirror, "", "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+		"--", bundle, "+HEAD:"+wt.resultRef()); err != nil {
+		return "", err
+	}
+	return g.mirrorGit(ctx, wt.Mirror, "", "rev-parse", "--verify", wt.resultRef()+"^{commit}")
+}
+
+// ErrRefused is wrapped by Inspect's error when the agent's work changes
+// what prloop does not push on its behalf.
+var ErrRefused = errors.New("prloop does not push this")
+
+// Inspect checks, in the mirror, the commits from start to target that
+// prloop is about to push: at most maxCommits of them, and no change under
+// .github/workflows unless workflows is set (a workflow runs with the
+// repository's secrets, so an agent that reads strangers' text must not
+// write one).
+func (g *Git) Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, workflows bool) error {
+	n, err := g.mirrorGit(ctx, wt.Mirror, "", "rev-list", "--count", start+".."+target)
+	if err != nil {
+		return err
+	}
+	if c, _ := strconv.Atoi(n); maxCommits > 0 && c > maxCommits {
+		return fmt.Errorf("%w: %d commits, over PRLOOP_AGENT_MAX_COMMITS=%d", ErrRefused, c, maxCommits)
+	}
+	if workflows {
+		return nil
+	}
+	out, err := g.mirrorGit(ctx, wt.Mirror, "", "diff", "--name-only", "--no-renames", "-z", start, target, "--", ".github/workflows")
+	if err != nil {
+		return err
+	}
+	if files := strings.Split(strings.TrimRight(out, "\x00"), "\x00"); out != "" {
+		return fmt.Errorf("%w: the agent's commits change %s (PRLOOP_AGENT_MAY_EDIT_WORKFLOWS=false)", ErrRefused, strings.Join(files, ", "))
+	}
+	return nil
+}
+
+// Push pushes target from the mirror to the PR's branch. It is a plain
+// push, so git refuses anything but a fast-forward: prloop never rewrites
+// a PR's history.
+func (g *Git) Push(ctx context.Context, wt Worktree, target string) error {
+	if _, err := g.mirrorGit(ctx, wt.Mirror, wt.Remote, "push", "--quiet", "--no-verify", "--", wt.Remote, target+":refs/heads/"+wt.Branch); err != nil {
+		return err
+	}
+	_, err := g.mirrorGit(ctx, wt.Mirror, "", "update-ref", wt.headRef(), target)
 	return err
 }

@@ -78,7 +78,7 @@ func newEnv(t *testing.T, maxPerPage ...int) *env {
 	if len(maxPerPage) > 0 {
 		per = maxPerPage[0]
 	}
-	w := simtest.Start(t, nil, simtest.MaxPerPage(per))
+	w := simtest.Start(t, nil, simtest.MaxPerPage(per), simtest.GitHTTP())
 	sim, repo := w.Sim, w.Repo
 	for login, perm := range map[string]string{"alice": "write", "bob": "maintain", "mallory": "read"} {
 		require.NoError(t, sim.SetPermission(repo, login, perm))
@@ -148,24 +148,30 @@ func (e *env) config(agent string, mut ...func(*feedback.Config)) feedback.Confi
 			ReviewProtocols: []string{"emoji", "reviews"}, ReviewFailurePatterns: review.DefaultFailurePatterns,
 			PermissionCacheTTL: time.Hour,
 		},
-		Concurrency:      2,
-		WorkspaceDir:     e.t.TempDir(),
-		AgentCmd:         fmt.Sprintf("RECORD_DIR=%s sh %s", e.records, script),
-		AgentTimeout:     20 * time.Second,
-		AgentAttempts:    3,
-		AgentBackoff:     10 * time.Millisecond,
-		AgentKillGrace:   300 * time.Millisecond,
-		AgentLogMaxBytes: 64 << 10,
-		PromptMaxBytes:   64 << 10,
-		ContextMaxBytes:  16 << 10,
-		MaxFixCycles:     2,
-		EscalationLabel:  "human-review-required",
-		GitAuthorName:    "prloop",
-		GitAuthorEmail:   "prloop@users.noreply.github.com",
-		LeaseTTL:         3 * time.Second,
-		AckWait:          2 * time.Second,
-		MaxDeliver:       30,
-		RetryBackoff:     []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
+		Concurrency:  2,
+		WorkspaceDir: e.t.TempDir(),
+		AgentCmd:     fmt.Sprintf("RECORD_DIR=%s sh %s", e.records, script),
+		AgentTimeout: 20 * time.Second,
+		AgentSandbox: "auto",
+		// The scripted agents and their records are outside the worktree.
+		AgentReadOnlyPaths: []string{filepath.Dir(script)},
+		AgentWritablePaths: []string{e.records},
+		AgentMaxCommits:    50,
+		AgentMaxBytes:      50 << 20,
+		AgentAttempts:      3,
+		AgentBackoff:       10 * time.Millisecond,
+		AgentKillGrace:     300 * time.Millisecond,
+		AgentLogMaxBytes:   64 << 10,
+		PromptMaxBytes:     64 << 10,
+		ContextMaxBytes:    16 << 10,
+		MaxFixCycles:       2,
+		EscalationLabel:    "human-review-required",
+		GitAuthorName:      "prloop",
+		GitAuthorEmail:     "prloop@users.noreply.github.com",
+		LeaseTTL:           3 * time.Second,
+		AckWait:            2 * time.Second,
+		MaxDeliver:         30,
+		RetryBackoff:       []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond},
 	}
 	for _, m := range mut {
 		m(&cfg)

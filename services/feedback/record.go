@@ -71,6 +71,10 @@ type Record struct {
 	// Runs counts agent runs started for it, across replicas and crashes,
 	// so that PRLOOP_AGENT_ATTEMPTS bounds them all.
 	Runs int `json:"runs"`
+	// AgentSpent is the agent wall time spent on the PR so far, across
+	// change requests: what PRLOOP_AGENT_BUDGET bounds. It is carried over
+	// when a new change request starts a fresh record.
+	AgentSpent time.Duration `json:"agent_spent_ns,omitempty"`
 	// PushedSHA and PushedAt record prloop's own push of the fix.
 	PushedSHA string    `json:"pushed_sha,omitempty"`
 	PushedAt  time.Time `json:"pushed_at,omitempty"`

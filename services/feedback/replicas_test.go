@@ -35,7 +35,7 @@ func TestFeedback_PromptQuotesOnlyAuthorizedVisibleFeedback(t *testing.T) {
 	// The watch request's worktree: a checkout of the branch with an
 	// untracked spec folder, and a link in it to a file outside.
 	wt := filepath.Join(t.TempDir(), "wt")
-	out, err := exec.Command("git", "clone", "--quiet", "--branch", "feature/x", e.sim.CloneURL(e.repo), wt).CombinedOutput()
+	out, err := exec.Command("git", "clone", "--quiet", "--branch", "feature/x", "file://"+e.sim.GitDir(e.repo), wt).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.NoError(t, os.MkdirAll(filepath.Join(wt, ".specify"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(wt, ".specify", "spec.md"), []byte("SPEC-TEXT: greet the user in English.\n"), 0o644))

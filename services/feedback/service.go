@@ -38,6 +38,7 @@ import (
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/review"
+	"github.com/prloop/prloop/pkg/sandbox"
 	"github.com/prloop/prloop/pkg/state"
 )
 
@@ -89,6 +90,9 @@ type Deps struct {
 	// Metrics counts attempts, agent runs and deliveries; default metrics
 	// registered nowhere.
 	Metrics *metrics.Feedback
+	// Sandbox confines the agent and the git commands in its worktree;
+	// default: the one PRLOOP_AGENT_SANDBOX names, probed at New.
+	Sandbox Sandbox
 }
 
 // Service is the feedback service.
@@ -127,6 +131,20 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if d.Metrics == nil {
 		d.Metrics = metrics.NewFeedback(nil)
 	}
+	if d.Sandbox == nil {
+		mode, err := sandbox.ParseMode(cfg.AgentSandbox)
+		if err != nil {
+			return nil, err
+		}
+		sb, err := sandbox.New(sandbox.Options{
+			Mode: mode, ReadOnly: cfg.AgentReadOnlyPaths, Writable: cfg.AgentWritablePaths,
+			MemoryMax: cfg.AgentMemoryMaxMB << 20,
+		}, d.Log)
+		if err != nil {
+			return nil, fmt.Errorf("PRLOOP_AGENT_SANDBOX=%s: %w", cfg.AgentSandbox, err)
+		}
+		d.Sandbox = sb
+	}
 	tmpl, err := loadTemplate(cfg.PromptTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("PRLOOP_PROMPT_TEMPLATE: %w", err)
@@ -148,13 +166,24 @@ func New(cfg Config, d Deps) (*Service, error) {
 			defer cancel()
 			return d.GitHub.GetPermission(ctx, repo, login)
 		}),
-		policy:   cfg.Policy(d.Self),
-		tmpl:     tmpl,
-		agent:    &Agent{Cmd: cfg.AgentCmd, Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes},
+		policy: cfg.Policy(d.Self),
+		tmpl:   tmpl,
+		agent: &Agent{
+			Cmd: cfg.AgentCmd, Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes,
+			Sandbox: d.Sandbox, ReadOnly: cfg.AgentReadOnlyPaths, Writable: cfg.AgentWritablePaths,
+		},
 		sleep:    sleepCtx,
 		worksDir: dir,
 	}
-	s.git = &Git{Bin: d.GitBin, Name: cfg.GitAuthorName, Email: cfg.GitAuthorEmail, Token: d.GitHub.GitToken}
+	s.git = &Git{
+		Bin: d.GitBin, Name: cfg.GitAuthorName, Email: cfg.GitAuthorEmail, Token: d.GitHub.GitToken,
+		Sandbox: d.Sandbox, MaxBundleBytes: cfg.AgentMaxBytes,
+	}
+	if filepath.IsAbs(d.GitBin) {
+		// A git outside the system directories must be visible in the
+		// sandbox, where the worktree's git commands run.
+		s.git.ReadOnly = []string{filepath.Dir(d.GitBin)}
+	}
 	return s, nil
 }
 

@@ -48,6 +48,10 @@ type Option func(*ghsim.Options)
 // that a few items make a list cross a page boundary.
 func MaxPerPage(n int) Option { return func(o *ghsim.Options) { o.MaxPerPage = n } }
 
+// GitHTTP serves the repositories over git's smart HTTP, asking for a
+// token on every request, instead of as file:// URLs.
+func GitHTTP() Option { return func(o *ghsim.Options) { o.GitHTTP = true } }
+
 // Start starts a world whose repository's first commit holds files
 // (default: a main.go). Everything stops when the test ends.
 func Start(t testing.TB, files map[string]string, opts ...Option) *World {
@@ -56,10 +60,15 @@ func Start(t testing.TB, files map[string]string, opts ...Option) *World {
 	for _, o := range opts {
 		o(&so)
 	}
+	srv := httptest.NewUnstartedServer(nil)
+	if so.GitHTTP {
+		so.BaseURL = "http://" + srv.Listener.Addr().String()
+	}
 	sim, err := ghsim.New(so)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sim.Close() })
-	srv := httptest.NewServer(sim)
+	srv.Config.Handler = sim
+	srv.Start()
 	t.Cleanup(srv.Close)
 	sim.AddToken(Token, Login)
 	if files == nil {

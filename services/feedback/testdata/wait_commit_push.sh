@@ -11,5 +11,5 @@ while [ ! -e "$RECORD_DIR/release-${INSTANCE:-none}" ] && [ $i -lt 400 ]; do
 	i=$((i + 1))
 done
 edit_and_commit
-git push -q
+git push -q 2>/dev/null || true # refused: prloop pushes
 record_end
