@@ -66,7 +66,8 @@ func TestLoop_EventsOfAPRReadInCausalOrder(t *testing.T) {
 		prs[i], err = sim.OpenPR(demo.Repo, ghsim.PRInput{Title: "Change " + branch, Head: branch, Author: ghsim.DemoAgent})
 		require.NoError(t, err)
 	}
-	agent := filepath.Join(dir, "agent.sh")
+	agent := filepath.Join(dir, "agent", "agent.sh")
+	require.NoError(t, os.Mkdir(filepath.Dir(agent), 0o755))
 	require.NoError(t, os.WriteFile(agent, []byte(`#!/bin/sh
 set -e
 echo "// reviewed" >> "$(ls change*.go | head -n 1)"
@@ -79,7 +80,7 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the 
 		"PRLOOP_REVIEW_PROTOCOLS": "emoji,reviews", "PRLOOP_POLL_INTERVAL": "1s", "PRLOOP_REVIEW_TIMEOUT": "0",
 		"PRLOOP_DATA_DIR": filepath.Join(dir, "nats"), "PRLOOP_NATS_URL": "", "PRLOOP_NATS_PORT": "-1",
 		"PRLOOP_HTTP_ADDR": "127.0.0.1:0", "PRLOOP_WORKSPACE_DIR": filepath.Join(dir, "work"),
-		"PRLOOP_AGENT_CMD": "sh " + agent, "PRLOOP_AGENT_TIMEOUT": "30s", "PRLOOP_AGENT_BACKOFF": "1s",
+		"PRLOOP_AGENT_CMD": "sh " + agent, "PRLOOP_AGENT_READONLY_PATHS": filepath.Dir(agent), "PRLOOP_AGENT_TIMEOUT": "30s", "PRLOOP_AGENT_BACKOFF": "1s",
 		"PRLOOP_FEEDBACK_CONCURRENCY": "4", "PRLOOP_MERGE_POLL_INTERVAL": "1s", "PRLOOP_REQUIRE_CHECKS": "false",
 		"PRLOOP_LOG_LEVEL": "error",
 	} {

@@ -25,7 +25,8 @@ import (
 )
 
 // demoAgent is the demo's coding agent: a script that really edits the PR's
-// code, commits and pushes, as Claude Code or Codex would.
+// code and commits, as Claude Code or Codex would; prloop checks the commit
+// and pushes it (the agent has no credentials).
 const demoAgent = `#!/bin/sh
 # prloop demo agent: the review asked for empty names to be handled.
 # The prompt is on stdin and in $PRLOOP_PROMPT_FILE.
@@ -43,7 +44,6 @@ func greeting(name string) string {
 GO
 git add greet.go
 git -c user.name=demo-agent -c user.email=agent@example.com commit -q -m "Handle an empty name in greeting"
-git push -q
 `
 
 // demoWorld is what the demo plays against.
@@ -203,7 +203,13 @@ func newDemoWorld(dir string) (*demoWorld, error) {
 		w.close()
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "agent.sh"), []byte(demoAgent), 0o755); err != nil {
+	// The agent's own directory: its sandbox sees it, and nothing else of
+	// the demo's (the NATS key sits beside it).
+	if err := os.Mkdir(filepath.Join(dir, "agent"), 0o755); err != nil {
+		w.close()
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent", "agent.sh"), []byte(demoAgent), 0o755); err != nil {
 		w.close()
 		return nil, err
 	}
@@ -225,22 +231,23 @@ func demoEnvironment(w *demoWorld) error {
 		"PRLOOP_GITHUB_LOGIN":   ghsim.DemoPrloop,
 		"PRLOOP_REPOS":          "", // the agent's orchestrator asks prloop to watch each PR
 
-		"PRLOOP_REVIEWERS":           ghsim.DemoReviewer,
-		"PRLOOP_REVIEW_PROTOCOLS":    "emoji,reviews",
-		"PRLOOP_POLL_INTERVAL":       "1s",
-		"PRLOOP_REVIEW_TIMEOUT":      "10s",
-		"PRLOOP_DATA_DIR":            filepath.Join(w.dir, "nats"),
-		"PRLOOP_NATS_URL":            "",
-		"PRLOOP_NATS_PORT":           "-1",
-		"PRLOOP_HTTP_ADDR":           "127.0.0.1:0",
-		"PRLOOP_SHUTDOWN_GRACE":      "5s",
-		"PRLOOP_WORKSPACE_DIR":       filepath.Join(w.dir, "work"),
-		"PRLOOP_AGENT_CMD":           "sh " + filepath.Join(w.dir, "agent.sh"),
-		"PRLOOP_AGENT_TIMEOUT":       "30s",
-		"PRLOOP_AGENT_BACKOFF":       "1s",
-		"PRLOOP_MERGE_METHOD":        "squash",
-		"PRLOOP_MERGE_POLL_INTERVAL": "1s",
-		"PRLOOP_DRY_RUN":             "false",
+		"PRLOOP_REVIEWERS":            ghsim.DemoReviewer,
+		"PRLOOP_REVIEW_PROTOCOLS":     "emoji,reviews",
+		"PRLOOP_POLL_INTERVAL":        "1s",
+		"PRLOOP_REVIEW_TIMEOUT":       "10s",
+		"PRLOOP_DATA_DIR":             filepath.Join(w.dir, "nats"),
+		"PRLOOP_NATS_URL":             "",
+		"PRLOOP_NATS_PORT":            "-1",
+		"PRLOOP_HTTP_ADDR":            "127.0.0.1:0",
+		"PRLOOP_SHUTDOWN_GRACE":       "5s",
+		"PRLOOP_WORKSPACE_DIR":        filepath.Join(w.dir, "work"),
+		"PRLOOP_AGENT_CMD":            "sh " + filepath.Join(w.dir, "agent", "agent.sh"),
+		"PRLOOP_AGENT_READONLY_PATHS": filepath.Join(w.dir, "agent"),
+		"PRLOOP_AGENT_TIMEOUT":        "30s",
+		"PRLOOP_AGENT_BACKOFF":        "1s",
+		"PRLOOP_MERGE_METHOD":         "squash",
+		"PRLOOP_MERGE_POLL_INTERVAL":  "1s",
+		"PRLOOP_DRY_RUN":              "false",
 	}
 	for k, v := range set {
 		if err := os.Setenv(k, v); err != nil {

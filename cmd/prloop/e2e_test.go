@@ -50,13 +50,14 @@ func TestEndToEnd_SeparateProcesses(t *testing.T) {
 		return m != nil && strings.Contains(sim.Stdout.String(), "prloop-demo-token")
 	}, 30*time.Second, 20*time.Millisecond)
 
-	agent := filepath.Join(dir, "agent.sh")
+	agent := filepath.Join(dir, "agent", "agent.sh")
+	require.NoError(t, os.Mkdir(filepath.Dir(agent), 0o755))
 	require.NoError(t, os.WriteFile(agent, []byte(demoAgent), 0o755))
 	env := []string{
 		"PRLOOP_NATS_URL=" + natsURL, "PRLOOP_GITHUB_API_URL=" + simURL, "GITHUB_TOKEN=prloop-demo-token", "GH_TOKEN=",
 		"PRLOOP_GITHUB_LOGIN=prloop-bot", "PRLOOP_REVIEWERS=alice", "PRLOOP_POLL_INTERVAL=1s", "PRLOOP_REPOS=",
 		"PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_LOG_FORMAT=json", "PRLOOP_REVIEW_TIMEOUT=10m",
-		"PRLOOP_AGENT_CMD=sh " + agent, "PRLOOP_WORKSPACE_DIR=" + filepath.Join(dir, "work"), "PRLOOP_AGENT_BACKOFF=1s",
+		"PRLOOP_AGENT_CMD=sh " + agent, "PRLOOP_AGENT_READONLY_PATHS=" + filepath.Dir(agent), "PRLOOP_WORKSPACE_DIR=" + filepath.Join(dir, "work"), "PRLOOP_AGENT_BACKOFF=1s",
 		"PRLOOP_MERGE_POLL_INTERVAL=1s",
 	}
 	for _, name := range []string{"poller", "feedback", "merger", "escalator"} {

@@ -67,6 +67,8 @@ type env struct {
 	logs    *proctest.Buffer
 	// reg holds the metrics of every instance, as one process's would.
 	reg *prometheus.Registry
+	// environ is added to every instance's environment.
+	environ []string
 }
 
 // newEnv builds the world with the simulator's page size capped at
@@ -214,7 +216,9 @@ func (e *env) start(name string, cfg feedback.Config) *instance {
 	svc, err := feedback.New(cfg, feedback.Deps{
 		GitHub: e.client, Store: store, JS: conn.JS, KV: kv, Log: log, Holder: name,
 		Self: "prloop-bot", Now: e.sim.Now, GitBin: e.gitBin, Metrics: metrics.NewFeedback(e.reg),
-		Environ: func() []string { return append(append(os.Environ(), secretEnv()...), "INSTANCE="+name) },
+		Environ: func() []string {
+			return append(append(append(os.Environ(), secretEnv()...), e.environ...), "INSTANCE="+name)
+		},
 	})
 	require.NoError(e.t, err)
 	return &instance{name: name, cfg: cfg, conn: conn, svc: svc, stop: apptest.Run(e.t, svc)}
