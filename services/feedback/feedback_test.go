@@ -2,7 +2,6 @@ package feedback_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,10 +155,10 @@ func TestFeedback_AgentChangesNothing_Escalates(t *testing.T) {
 	assert.Zero(t, e.metric("prloop_feedback_attempts_total", "outcome", "addressed"))
 }
 
-// TestFeedback_AgentTimeout_KillsProcessGroup: a hanging agent is killed at
-// PRLOOP_AGENT_TIMEOUT with everything it started, even a child that
-// ignores SIGTERM.
-func TestFeedback_AgentTimeout_KillsProcessGroup(t *testing.T) {
+// TestFeedback_AgentTimeout_KillsEverythingItStarted: a hanging agent is
+// killed at PRLOOP_AGENT_TIMEOUT with everything it started, even a child
+// that ignores SIGTERM and left its session.
+func TestFeedback_AgentTimeout_KillsEverythingItStarted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.comment(e.pr, "please fix")
@@ -172,12 +170,12 @@ func TestFeedback_AgentTimeout_KillsProcessGroup(t *testing.T) {
 	esc := e.rec.Wait(t, e.pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
 	assert.Equal(t, events.ReasonFeedbackFailed, esc.Reason)
 	assert.Contains(t, esc.LastError, "timed out")
-	pid, err := strconv.Atoi(strings.TrimSpace(readFile(t, filepath.Join(e.records, "child.pid"))))
-	require.NoError(t, err)
-	require.Eventually(t, func() bool { return !alive(pid) }, 5*time.Second, 10*time.Millisecond, "the agent's child %d still runs", pid)
+	require.FileExists(t, filepath.Join(e.records, "child.started"))
+	// The agent's command line and its child's both name $RECORD_DIR.
+	require.Eventually(t, func() bool { return len(procsWith(e.records)) == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the agent or its child still runs: %v", procsWith(e.records))
 	runs, _ := e.runs()
 	require.Len(t, runs, 1)
-	assert.False(t, alive(runs[0].pid), "the agent itself is gone")
 }
 
 // TestFeedback_MaxFixCycles_EscalatesWithoutAgent: the change request that
@@ -286,20 +284,6 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// alive reports whether pid is a running (not zombie) process.
-func alive(pid int) bool {
-	if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-		return false
-	}
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	// The state follows the command name in parentheses: "pid (comm) S …".
-	i := bytes.LastIndexByte(stat, ')')
-	return i < 0 || i+2 >= len(stat) || stat[i+2] != 'Z'
-}
-
 func assertNoToken(t *testing.T, where, s string) {
 	t.Helper()
 	assert.NotContains(t, s, tokPrloop, "the token in %s", where)
@@ -404,4 +388,68 @@ func scanCmdlines(t *testing.T, marker string, secrets ...string) func() (hits [
 	}
 	t.Cleanup(func() { stop() })
 	return stop
+}
+
+// TestFeedback_AgentWorkflowChange_PushedOnlyWhenAllowed: commits that
+// change .github/workflows are escalated, not pushed, unless
+// PRLOOP_AGENT_MAY_EDIT_WORKFLOWS allows them.
+func TestFeedback_AgentWorkflowChange_PushedOnlyWhenAllowed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		allowed bool
+	}{
+		{name: "refused by default"},
+		{name: "allowed", allowed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.comment(e.pr, "please fix")
+			e.start("a", e.config("workflow.sh", func(c *feedback.Config) { c.AgentMayEditWorkflows = tc.allowed }))
+			e.request(e.pr, e.head, 0)
+			if tc.allowed {
+				e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, waitFor)
+				assert.Len(t, e.bareLog("feature/x", e.head), 2, "both commits pushed")
+				return
+			}
+			esc := e.rec.Wait(t, e.pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
+			assert.Equal(t, events.ReasonFeedbackFailed, esc.Reason)
+			assert.Contains(t, esc.LastError, ".github/workflows/evil.yml")
+			assert.Contains(t, esc.LastError, "PRLOOP_AGENT_MAY_EDIT_WORKFLOWS=false")
+			assert.Empty(t, e.bareLog("feature/x", e.head), "nothing pushed")
+			runs, _ := e.runs()
+			assert.Len(t, runs, 1, "refused work is escalated, not retried")
+			assert.Equal(t, 1.0, e.metric("prloop_feedback_agent_runs_total", "result", "refused"))
+		})
+	}
+}
+
+// TestFeedback_AgentBudgetSpent_Escalates: PRLOOP_AGENT_BUDGET bounds the
+// agent's time on a PR across runs and change requests: the run that
+// reaches it is cut short, and the PR is escalated agent_budget_exhausted,
+// then and on its next change request, without another run.
+func TestFeedback_AgentBudgetSpent_Escalates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.comment(e.pr, "please fix")
+	e.start("a", e.config("hang.sh", func(c *feedback.Config) {
+		c.AgentTimeout, c.AgentBudget = time.Minute, 700*time.Millisecond
+	}))
+	e.request(e.pr, e.head, 0)
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
+	assert.Equal(t, events.ReasonAgentBudgetExhausted, esc.Reason)
+	assert.Contains(t, esc.LastError, "timed out after 700ms", "the budget, not PRLOOP_AGENT_TIMEOUT, cut the run short")
+	assert.Contains(t, esc.Detail, "PRLOOP_AGENT_BUDGET=700ms")
+	runs, _ := e.runs()
+	assert.Len(t, runs, 1)
+
+	// A later change request on the PR finds the budget spent (its
+	// escalation is the same event as the first: same reason and head).
+	e.request(e.pr, e.head, 0, "2")
+	require.Eventually(t, func() bool { return e.metric("prloop_feedback_attempts_total", "outcome", "escalated") == 2 },
+		waitFor, 10*time.Millisecond)
+	runs, _ = e.runs()
+	assert.Len(t, runs, 1, "no agent ran for it")
 }

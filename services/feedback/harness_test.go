@@ -249,7 +249,7 @@ func (e *env) comment(pr ghref.PR, body string) int64 {
 // run is one scripted agent run from $RECORD_DIR/runs.
 type run struct {
 	pr, instance string
-	pid          int
+	id           string
 	start, end   time.Time // end is zero if it never recorded one
 }
 
@@ -263,7 +263,7 @@ func (e *env) runs() (runs []run, overlaps []string) {
 	}
 	require.NoError(e.t, err)
 	defer f.Close()
-	byPid := map[int]int{}
+	byID := map[string]int{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
@@ -275,15 +275,15 @@ func (e *env) runs() (runs []run, overlaps []string) {
 			continue
 		}
 		require.Len(e.t, fields, 5, "record line %q", sc.Text())
-		pid, _ := strconv.Atoi(fields[3])
+		id := fields[3]
 		ns, _ := strconv.ParseInt(fields[4], 10, 64)
 		at := time.Unix(0, ns)
 		switch fields[0] {
 		case "start":
-			byPid[pid] = len(runs)
-			runs = append(runs, run{pr: fields[1], instance: fields[2], pid: pid, start: at})
+			byID[id] = len(runs)
+			runs = append(runs, run{pr: fields[1], instance: fields[2], id: id, start: at})
 		case "end":
-			if i, ok := byPid[pid]; ok {
+			if i, ok := byID[id]; ok {
 				runs[i].end = at
 			}
 		}
@@ -296,7 +296,7 @@ func (e *env) runs() (runs []run, overlaps []string) {
 // for the run r.
 func (e *env) agentFile(kind string, r run) string {
 	e.t.Helper()
-	b, err := os.ReadFile(filepath.Join(e.records, kind+"."+strconv.Itoa(r.pid)))
+	b, err := os.ReadFile(filepath.Join(e.records, kind+"."+r.id))
 	require.NoError(e.t, err)
 	return string(b)
 }
@@ -334,8 +334,8 @@ func (e *env) assertNoOverlap() {
 			if a.pr != b.pr {
 				continue
 			}
-			require.False(e.t, a.end.IsZero(), "run %d on %s has no end record", a.pid, a.pr)
-			require.True(e.t, !b.start.Before(a.end), "run %d on %s (%s) started before run %d ended", b.pid, b.pr, b.instance, a.pid)
+			require.False(e.t, a.end.IsZero(), "run %s on %s has no end record", a.id, a.pr)
+			require.True(e.t, !b.start.Before(a.end), "run %s on %s (%s) started before run %s ended", b.id, b.pr, b.instance, a.id)
 		}
 	}
 }

@@ -1,11 +1,11 @@
 #!/bin/sh
-# Scripted agent: starts a child that ignores SIGTERM, writes the child's
-# pid to $RECORD_DIR/child.pid and waits forever. Only killing the whole
-# process group with SIGKILL ends the child.
+# Scripted agent: starts a child that ignores SIGTERM and leaves the
+# session (setsid), named by $RECORD_DIR in its command line so that the
+# test finds it among the host's processes, and waits forever. Only killing
+# everything the agent started ends the child.
 set -eu
 . "$(dirname "$0")/record.sh"
 record_start
-(trap '' TERM; exec sleep 300) &
-echo $! >"$RECORD_DIR/child.pid.tmp"
-mv "$RECORD_DIR/child.pid.tmp" "$RECORD_DIR/child.pid"
+setsid sh -c 'trap "" TERM; while :; do sleep 1; done' "hang-child $RECORD_DIR" </dev/null >/dev/null 2>&1 &
+touch "$RECORD_DIR/child.started"
 wait

@@ -1,36 +1,43 @@
 # Sourced by the scripted agents. Each run appends to $RECORD_DIR/runs
-#   start <pr> <instance> <pid> <unix-ns>   when it begins,
-#   end   <pr> <instance> <pid> <unix-ns>   when it ends or gets SIGTERM,
-#   overlap <pr> <other-pid> <pid> <unix-ns> if another agent for the same
-#                                           PR is still alive when it begins,
+#   start <pr> <instance> <id> <unix-ns>   when it begins,
+#   end   <pr> <instance> <id> <unix-ns>   when it ends or gets SIGTERM,
+#   overlap <pr> <other-id> <id> <unix-ns> if another agent for the same
+#                                         PR began and has not ended,
 # and saves what it was given: the prompt from stdin and from
-# $PRLOOP_PROMPT_FILE, its environment and its working directory.
+# $PRLOOP_PROMPT_FILE, its environment and its working directory. A run's id
+# is its start time and pid: each agent runs in a PID namespace of its own,
+# where pids repeat from one run to the next.
+
+run_id="$(date +%s%N).$$"
 
 record_start() {
 	key=$(printf '%s' "${PRLOOP_PR:-pr}" | tr -c 'A-Za-z0-9' '_')
 	active="$RECORD_DIR/active-$key"
-	if [ -e "$active" ] && kill -0 "$(cat "$active")" 2>/dev/null; then
-		echo "overlap ${PRLOOP_PR:-} $(cat "$active") $$ $(date +%s%N)" >>"$RECORD_DIR/runs"
+	if [ -e "$active" ]; then
+		other=$(cat "$active")
+		if ! grep -q "^end .* $other " "$RECORD_DIR/runs" 2>/dev/null; then
+			echo "overlap ${PRLOOP_PR:-} $other $run_id $(date +%s%N)" >>"$RECORD_DIR/runs"
+		fi
 	fi
-	echo $$ >"$active"
-	echo "start ${PRLOOP_PR:-} ${INSTANCE:-none} $$ $(date +%s%N)" >>"$RECORD_DIR/runs"
+	echo "$run_id" >"$active"
+	echo "start ${PRLOOP_PR:-} ${INSTANCE:-none} $run_id $(date +%s%N)" >>"$RECORD_DIR/runs"
 	trap 'record_end; exit 143' TERM
-	cat >"$RECORD_DIR/stdin.$$"
-	cp "$PRLOOP_PROMPT_FILE" "$RECORD_DIR/promptfile.$$"
-	env >"$RECORD_DIR/env.$$"
-	pwd >"$RECORD_DIR/pwd.$$"
+	cat >"$RECORD_DIR/stdin.$run_id"
+	cp "$PRLOOP_PROMPT_FILE" "$RECORD_DIR/promptfile.$run_id"
+	env >"$RECORD_DIR/env.$run_id"
+	pwd >"$RECORD_DIR/pwd.$run_id"
 }
 
 record_end() {
-	if [ "$(cat "$active" 2>/dev/null)" = "$$" ]; then
+	if [ "$(cat "$active" 2>/dev/null)" = "$run_id" ]; then
 		rm -f "$active"
 	fi
-	echo "end ${PRLOOP_PR:-} ${INSTANCE:-none} $$ $(date +%s%N)" >>"$RECORD_DIR/runs"
+	echo "end ${PRLOOP_PR:-} ${INSTANCE:-none} $run_id $(date +%s%N)" >>"$RECORD_DIR/runs"
 }
 
 # edit_and_commit changes main.go and commits it as the agent would.
 edit_and_commit() {
-	printf '// addressed by the agent (%s)\n' "$$" >>main.go
+	printf '// addressed by the agent (%s)\n' "$run_id" >>main.go
 	git add main.go
 	git -c user.name=agent -c user.email=agent@example.com commit -q -m "Address review comments"
 }
