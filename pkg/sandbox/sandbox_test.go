@@ -245,12 +245,15 @@ func TestSecretsUnreachable(t *testing.T) {
 					cat `+secretFile+` 2>&1; ls -A `+secretDir+` 2>&1
 					for d in /root /work /var/lib /run /srv /home/agent/.ssh; do [ -e $d ] && echo "visible $d"; done
 					echo "home=$HOME:$(ls -A $HOME | wc -l) homes=$(ls -A /home)"
-					echo x > $HOME/f && echo x > /tmp/f && echo writable`)
+					echo x > $HOME/f && echo x > /tmp/f && echo writable
+					grep -E '^(CapEff|CapBnd|NoNewPrivs):' /proc/self/status | tr -s '\t' ' '`)
 				require.NoError(t, err, errOut)
 				assert.NotContains(t, out, secret)
 				assert.NotContains(t, out, "visible")
 				assert.Contains(t, out, "home=/home/agent:0 homes=agent\n")
 				assert.Contains(t, out, "writable")
+				// No capabilities to remount or mount with, none to regain.
+				assert.Contains(t, out, "CapEff: 0000000000000000\nCapBnd: 0000000000000000\nNoNewPrivs: 1\n")
 			})
 		})
 	}
