@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/prloop/prloop/pkg/sandbox"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -35,6 +37,8 @@ PRLOOP_* environment variables; 'prloop run -h' lists them.
 `
 
 func main() {
+	// First: in a re-exec as the agent sandbox's init this never returns.
+	sandbox.Init()
 	if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			os.Exit(0)
