@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -75,12 +74,9 @@ type Agent struct {
 	Timeout, KillGrace time.Duration
 	// LogMaxBytes caps the kept output.
 	LogMaxBytes int64
-	// Sandbox is where it runs.
+	// Sandbox is where it runs; it adds the paths of
+	// PRLOOP_AGENT_READONLY_PATHS and PRLOOP_AGENT_WRITABLE_PATHS.
 	Sandbox Sandbox
-	// ReadOnly and Writable are host paths the agent sees besides its
-	// worktree (PRLOOP_AGENT_READONLY_PATHS, PRLOOP_AGENT_WRITABLE_PATHS):
-	// its own installation and state, say.
-	ReadOnly, Writable []string
 }
 
 // AgentRun describes one run.
@@ -124,8 +120,8 @@ func (a *Agent) Run(ctx context.Context, r AgentRun) error {
 	runErr := a.Sandbox.Run(tctx, sandbox.Cmd{
 		Args: []string{"sh", "-c", a.Cmd}, Dir: r.Dir,
 		Env:      append(append([]string(nil), r.Env...), "PRLOOP_PROMPT_FILE="+r.PromptFile),
-		ReadOnly: append(slices.Clip(a.ReadOnly), filepath.Dir(r.PromptFile)), Writable: a.Writable,
-		Stdin: strings.NewReader(r.Prompt), Stdout: out, Stderr: out, KillGrace: a.KillGrace,
+		ReadOnly: []string{filepath.Dir(r.PromptFile)},
+		Stdin:    strings.NewReader(r.Prompt), Stdout: out, Stderr: out, KillGrace: a.KillGrace,
 	})
 	fmt.Fprintf(out, "\n[prloop: agent exited: %v]\n", exitText(runErr))
 	if out.dropped > 0 {

@@ -191,8 +191,11 @@ func (g *Git) worktreeGit(ctx context.Context, wt Worktree, extraEnv []string, o
 	var stdout, stderr bytes.Buffer
 	c := sandbox.Cmd{
 		Args: append([]string{g.Bin}, args...), Dir: wt.Dir, Env: append(env, extraEnv...),
-		ReadOnly: append(slices.Clip(g.ReadOnly), wt.Mirror), Writable: slices.Clip(g.Writable),
+		ReadOnly: slices.Clip(g.ReadOnly), Writable: slices.Clip(g.Writable),
 		Stdout: &stdout, Stderr: &stderr, KillGrace: time.Second,
+	}
+	if _, err := os.Stat(wt.Mirror); err == nil {
+		c.ReadOnly = append(c.ReadOnly, wt.Mirror) // not made yet before the first Sync
 	}
 	if out != "" {
 		c.Writable = append(c.Writable, out)

@@ -170,7 +170,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		tmpl:   tmpl,
 		agent: &Agent{
 			Cmd: cfg.AgentCmd, Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes,
-			Sandbox: d.Sandbox, ReadOnly: cfg.AgentReadOnlyPaths, Writable: cfg.AgentWritablePaths,
+			Sandbox: d.Sandbox,
 		},
 		sleep:    sleepCtx,
 		worksDir: dir,
