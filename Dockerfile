@@ -10,8 +10,9 @@
 #   docker build --build-arg SERVICE=prloop    --target git    -t prloop .
 #
 # static is distroless: no shell, no package manager, nothing but the binary.
-# git is Alpine with git and sh, for the feedback service (it clones, commits
-# and pushes, and runs the coding agent with sh -c), for the merger when
+# git is Alpine with git, sh and bubblewrap, for the feedback service (it
+# fetches and pushes through its mirror, and runs the coding agent with sh -c
+# in a bubblewrap sandbox), for the merger when
 # PRLOOP_UPDATE_METHOD=rebase, and for the all-in-one binary, whose GitHub
 # simulator (prloop ghsim) keeps real git repositories.
 #
@@ -53,7 +54,7 @@ FROM alpine:3.22 AS git
 ARG SERVICE=prloop
 LABEL org.opencontainers.image.title="prloop-${SERVICE}" \
       org.opencontainers.image.source="https://github.com/prloop/prloop"
-RUN apk add --no-cache git ca-certificates tzdata \
+RUN apk add --no-cache git ca-certificates tzdata bubblewrap \
  && addgroup -S -g 65532 prloop \
  && adduser -S -D -u 65532 -G prloop -h /home/prloop prloop \
  && mkdir -p /workspace /ghsim \
