@@ -402,6 +402,8 @@ func TestKillingParentKillsSandbox(t *testing.T) {
 			helper.Env = append(os.Environ(), helperEnv+"=sleeper "+string(m)+" "+dir+" "+marker)
 			var out bytes.Buffer
 			helper.Stdout, helper.Stderr = &out, &out
+			// A surviving sleeper would hold the output pipe open forever.
+			helper.WaitDelay = time.Second
 			require.NoError(t, helper.Start())
 			waited := make(chan error, 1)
 			go func() { waited <- helper.Wait() }()
