@@ -81,6 +81,16 @@ func newSandbox(t *testing.T, m Mode, opts ...func(*Options)) *Sandbox {
 	return sb
 }
 
+// eachBackend runs test in parallel subtests, one per mode that works.
+func eachBackend(t *testing.T, modes []Mode, test func(t *testing.T, m Mode, sb *Sandbox)) {
+	for _, m := range modes {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			test(t, m, newSandbox(t, m))
+		})
+	}
+}
+
 // sh runs script with sh -c in sb and returns its stdout and stderr.
 func sh(t *testing.T, ctx context.Context, sb *Sandbox, c Cmd, script string) (string, string, error) {
 	t.Helper()
@@ -293,99 +303,83 @@ func TestMountsWritableAndReadOnly(t *testing.T) {
 
 func TestExitStatus(t *testing.T) {
 	t.Parallel()
-	for _, m := range append([]Mode{None}, realBackends...) {
-		t.Run(string(m), func(t *testing.T) {
-			t.Parallel()
-			sb := newSandbox(t, m)
-			_, _, err := sh(t, t.Context(), sb, Cmd{Dir: t.TempDir()}, "exit 3")
-			var ee *exec.ExitError
-			require.ErrorAs(t, err, &ee)
-			assert.Equal(t, 3, ee.ExitCode())
+	eachBackend(t, append([]Mode{None}, realBackends...), func(t *testing.T, m Mode, sb *Sandbox) {
+		_, _, err := sh(t, t.Context(), sb, Cmd{Dir: t.TempDir()}, "exit 3")
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee)
+		assert.Equal(t, 3, ee.ExitCode())
 
-			err = sb.Run(t.Context(), Cmd{Args: []string{"no-such-agent"}, Dir: t.TempDir(), Env: []string{"PATH=/usr/bin"}})
-			require.Error(t, err)
-		})
-	}
+		err = sb.Run(t.Context(), Cmd{Args: []string{"no-such-agent"}, Dir: t.TempDir(), Env: []string{"PATH=/usr/bin"}})
+		require.Error(t, err)
+	})
 }
 
 func TestSetsidChildDiesWithRun(t *testing.T) {
 	t.Parallel()
-	for _, m := range realBackends {
-		t.Run(string(m), func(t *testing.T) {
-			t.Parallel()
-			sb := newSandbox(t, m)
-			dir := t.TempDir()
-			marker := uniqueMarker(t)
-			_, errOut, err := sh(t, t.Context(), sb, Cmd{Dir: dir}, `
-				setsid sh -c 'while :; do echo x >> beat; sleep 0.05; done # `+marker+`' >/dev/null 2>&1 &
-				( setsid sh -c 'sleep 1000 # `+marker+`' & ) >/dev/null 2>&1
-				while [ ! -s beat ]; do sleep 0.01; done`)
-			require.NoError(t, err, errOut)
-			assert.Empty(t, markerProcs(t, marker), "processes of the sandbox alive after Run returned")
-			requireStopsGrowing(t, filepath.Join(dir, "beat"))
-		})
-	}
+	eachBackend(t, realBackends, func(t *testing.T, m Mode, sb *Sandbox) {
+		dir := t.TempDir()
+		marker := uniqueMarker(t)
+		_, errOut, err := sh(t, t.Context(), sb, Cmd{Dir: dir}, `
+			setsid sh -c 'while :; do echo x >> beat; sleep 0.05; done # `+marker+`' >/dev/null 2>&1 &
+			( setsid sh -c 'sleep 1000 # `+marker+`' & ) >/dev/null 2>&1
+			while [ ! -s beat ]; do sleep 0.01; done`)
+		require.NoError(t, err, errOut)
+		assert.Empty(t, markerProcs(t, marker), "processes of the sandbox alive after Run returned")
+		requireStopsGrowing(t, filepath.Join(dir, "beat"))
+	})
 }
 
 func TestTimeoutKillsEverything(t *testing.T) {
 	t.Parallel()
-	for _, m := range append([]Mode{None}, realBackends...) {
-		t.Run(string(m), func(t *testing.T) {
-			t.Parallel()
-			sb := newSandbox(t, m)
-			dir := t.TempDir()
-			marker := uniqueMarker(t)
-			ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
-			defer cancel()
-			const grace = 300 * time.Millisecond
-			// The command ignores SIGTERM, so only the SIGKILL after the
-			// grace ends it; None cannot reach a setsid child, so it gets
-			// only a child in its process group.
-			child := `setsid sh -c 'trap "" TERM; while :; do echo x >> beat; sleep 0.05; done # ` + marker + `' >/dev/null 2>&1 &`
-			if m == None {
-				child = `sh -c 'trap "" TERM; while :; do echo x >> beat; sleep 0.05; done # ` + marker + `' &`
-			}
-			start := time.Now()
-			_, _, err := sh(t, ctx, sb, Cmd{Dir: dir, KillGrace: grace}, child+`
-				trap "" TERM
-				while :; do sleep 0.05; done`)
-			elapsed := time.Since(start)
-			require.ErrorIs(t, err, context.DeadlineExceeded)
-			assert.Less(t, elapsed, 500*time.Millisecond+grace+2*time.Second)
-			assert.GreaterOrEqual(t, elapsed, 500*time.Millisecond+grace)
-			assert.Empty(t, markerProcs(t, marker))
-			requireStopsGrowing(t, filepath.Join(dir, "beat"))
-		})
-	}
+	eachBackend(t, append([]Mode{None}, realBackends...), func(t *testing.T, m Mode, sb *Sandbox) {
+		dir := t.TempDir()
+		marker := uniqueMarker(t)
+		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		defer cancel()
+		const grace = 300 * time.Millisecond
+		// The command ignores SIGTERM, so only the SIGKILL after the
+		// grace ends it; None cannot reach a setsid child, so it gets
+		// only a child in its process group.
+		child := `setsid sh -c 'trap "" TERM; while :; do echo x >> beat; sleep 0.05; done # ` + marker + `' >/dev/null 2>&1 &`
+		if m == None {
+			child = `sh -c 'trap "" TERM; while :; do echo x >> beat; sleep 0.05; done # ` + marker + `' &`
+		}
+		start := time.Now()
+		_, _, err := sh(t, ctx, sb, Cmd{Dir: dir, KillGrace: grace}, child+`
+			trap "" TERM
+			while :; do sleep 0.05; done`)
+		elapsed := time.Since(start)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Less(t, elapsed, 500*time.Millisecond+grace+2*time.Second)
+		assert.GreaterOrEqual(t, elapsed, 500*time.Millisecond+grace)
+		assert.Empty(t, markerProcs(t, marker))
+		requireStopsGrowing(t, filepath.Join(dir, "beat"))
+	})
 }
 
 func TestCancelSendsSIGTERMFirst(t *testing.T) {
 	t.Parallel()
-	for _, m := range append([]Mode{None}, realBackends...) {
-		t.Run(string(m), func(t *testing.T) {
-			t.Parallel()
-			sb := newSandbox(t, m)
-			dir := t.TempDir()
-			ctx, cancel := context.WithCancel(t.Context())
-			errc := make(chan error, 1)
-			go func() {
-				_, _, err := sh(t, ctx, sb, Cmd{Dir: dir, KillGrace: time.Minute},
-					`trap 'echo bye > termed; exit 0' TERM; echo up > up; while :; do sleep 0.05; done`)
-				errc <- err
-			}()
-			require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(dir, "up")); return err == nil }, 10*time.Second, 10*time.Millisecond)
-			cancel()
-			select {
-			case err := <-errc:
-				require.ErrorIs(t, err, context.Canceled)
-			case <-time.After(20 * time.Second):
-				t.Fatal("Run did not return within 20s of SIGTERM (grace is a minute)")
-			}
-			b, err := os.ReadFile(filepath.Join(dir, "termed"))
-			require.NoError(t, err, "the command got no SIGTERM")
-			assert.Equal(t, "bye\n", string(b))
-		})
-	}
+	eachBackend(t, append([]Mode{None}, realBackends...), func(t *testing.T, m Mode, sb *Sandbox) {
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() {
+			_, _, err := sh(t, ctx, sb, Cmd{Dir: dir, KillGrace: time.Minute},
+				`trap 'echo bye > termed; exit 0' TERM; echo up > up; while :; do sleep 0.05; done`)
+			errc <- err
+		}()
+		require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(dir, "up")); return err == nil }, 10*time.Second, 10*time.Millisecond)
+		cancel()
+		select {
+		case err := <-errc:
+			require.ErrorIs(t, err, context.Canceled)
+		case <-time.After(20 * time.Second):
+			t.Fatal("Run did not return within 20s of SIGTERM (grace is a minute)")
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "termed"))
+		require.NoError(t, err, "the command got no SIGTERM")
+		assert.Equal(t, "bye\n", string(b))
+	})
 }
 
 func TestKillingParentKillsSandbox(t *testing.T) {
@@ -402,6 +396,8 @@ func TestKillingParentKillsSandbox(t *testing.T) {
 			helper.Env = append(os.Environ(), helperEnv+"=sleeper "+string(m)+" "+dir+" "+marker)
 			var out bytes.Buffer
 			helper.Stdout, helper.Stderr = &out, &out
+			// A surviving sleeper would hold the output pipe open forever.
+			helper.WaitDelay = time.Second
 			require.NoError(t, helper.Start())
 			waited := make(chan error, 1)
 			go func() { waited <- helper.Wait() }()
