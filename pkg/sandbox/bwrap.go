@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -28,6 +27,11 @@ func (s *Sandbox) bwrapBackend(c Cmd) (backend, error) {
 	args := []string{
 		"--unshare-user-try", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
+		// The command is the namespace's pid 1, so its exit ends the
+		// sandbox, and a SIGTERM to everything (term) leaves it alive, as
+		// pid 1 ignores signals it has no handler for, until what it waits
+		// for (a shell's child, say) has finished its own clean-up.
+		"--as-pid-1",
 		"--info-fd", "3",
 	}
 	for _, sp := range hostSystemPaths() {
@@ -98,19 +102,27 @@ func (p *bwrapProc) started() error {
 	return nil
 }
 
-// term sends SIGTERM to the command: bwrap's init (pid 1 inside) ignores
-// signals it has no handler for, so signal its children directly.
+// term sends SIGTERM to every process in the sandbox, as a signal to a
+// process group would, so that each may clean up (a shell's trap, say):
+// the command's children may have left its group and session. The
+// sandbox's processes are those in the PID namespace of the command, its
+// pid 1.
 func (p *bwrapProc) term() {
 	if p.initPid == 0 {
 		_ = p.c.Process.Signal(syscall.SIGTERM)
 		return
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.initPid) + "/task/" + strconv.Itoa(p.initPid) + "/children")
+	ns, err := os.Readlink("/proc/" + strconv.Itoa(p.initPid) + "/ns/pid")
 	if err != nil {
 		return
 	}
-	for _, f := range strings.Fields(string(b)) {
-		if pid, err := strconv.Atoi(f); err == nil {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if other, err := os.Readlink("/proc/" + e.Name() + "/ns/pid"); err == nil && other == ns {
 			_ = syscall.Kill(pid, syscall.SIGTERM)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -289,7 +290,7 @@ func makeDev(dev string) error {
 	return nil
 }
 
-// superviseCommand runs the command as pid 1's only child: it forwards
+// superviseCommand runs the command as pid 1's only child: it passes
 // termination signals, reaps every orphan, and returns the command's exit
 // status (128+n for signal n). Its caller's exit then makes the kernel kill
 // whatever else is left in the namespace.
@@ -321,16 +322,24 @@ func superviseCommand(spec nsSpec) int {
 		return 127
 	}
 	child := cmd.Process.Pid
+	var terminating atomic.Bool
 	go func() {
+		// To every process in the namespace but this init, as a signal to
+		// a process group would reach them, setsid or not.
 		for s := range sigs {
-			_ = unix.Kill(child, s.(syscall.Signal))
+			terminating.Store(true)
+			_ = unix.Kill(-1, s.(syscall.Signal))
 		}
 	}()
+	status := -1
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-1, &ws, 0, nil)
 		if err == unix.EINTR {
 			continue
+		}
+		if err == unix.ECHILD && status >= 0 {
+			return status // everything told to stop has stopped
 		}
 		if err != nil {
 			return initSetupFailed
@@ -338,10 +347,15 @@ func superviseCommand(spec nsSpec) int {
 		if pid != child {
 			continue
 		}
+		status = ws.ExitStatus()
 		if ws.Signaled() {
-			return 128 + int(ws.Signal())
+			status = 128 + int(ws.Signal())
 		}
-		return ws.ExitStatus()
+		// Told to stop, the others get until the outer SIGKILL to finish
+		// their clean-up; otherwise the command's exit ends the sandbox.
+		if !terminating.Load() {
+			return status
+		}
 	}
 }
 

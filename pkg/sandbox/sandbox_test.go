@@ -130,16 +130,25 @@ func uniqueMarker(t *testing.T) string {
 }
 
 // requireStopsGrowing proves nothing writes path any more: its size stays
-// the same over several checks spanning many of the writer's periods.
+// the same over checks spanning many of the writer's periods. It polls in
+// the test's own goroutine: testify's Never leaves its last check running
+// after it returns, which would stat a TempDir already removed.
 func requireStopsGrowing(t *testing.T, path string) {
 	t.Helper()
 	size := func() int64 {
 		fi, err := os.Stat(path)
-		require.NoError(t, err)
+		if err != nil {
+			return -1
+		}
 		return fi.Size()
 	}
 	before := size()
-	require.Never(t, func() bool { return size() != before }, 500*time.Millisecond, 50*time.Millisecond, "%s still grows", path)
+	require.GreaterOrEqual(t, before, int64(0), "%s was never written", path)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); <-tick.C {
+		require.Equal(t, before, size(), "%s still grows", path)
+	}
 }
 
 func TestParseMode(t *testing.T) {
@@ -334,7 +343,7 @@ func TestTimeoutKillsEverything(t *testing.T) {
 	eachBackend(t, append([]Mode{None}, realBackends...), func(t *testing.T, m Mode, sb *Sandbox) {
 		dir := t.TempDir()
 		marker := uniqueMarker(t)
-		ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		const grace = 300 * time.Millisecond
 		// The command ignores SIGTERM, so only the SIGKILL after the
@@ -344,14 +353,26 @@ func TestTimeoutKillsEverything(t *testing.T) {
 		if m == None {
 			child = `sh -c 'trap "" TERM; while :; do echo x >> beat; sleep 0.05; done # ` + marker + `' &`
 		}
+		errc := make(chan error, 1)
+		go func() {
+			_, _, err := sh(t, ctx, sb, Cmd{Dir: dir, KillGrace: grace}, child+`
+				trap "" TERM
+				while :; do sleep 0.05; done`)
+			errc <- err
+		}()
+		// The deadline comes once the child runs (whatever the load).
+		require.Eventually(t, func() bool { fi, err := os.Stat(filepath.Join(dir, "beat")); return err == nil && fi.Size() > 0 },
+			20*time.Second, 10*time.Millisecond, "the child never ran")
 		start := time.Now()
-		_, _, err := sh(t, ctx, sb, Cmd{Dir: dir, KillGrace: grace}, child+`
-			trap "" TERM
-			while :; do sleep 0.05; done`)
-		elapsed := time.Since(start)
-		require.ErrorIs(t, err, context.DeadlineExceeded)
-		assert.Less(t, elapsed, 500*time.Millisecond+grace+2*time.Second)
-		assert.GreaterOrEqual(t, elapsed, 500*time.Millisecond+grace)
+		cancel()
+		var err error
+		select {
+		case err = <-errc:
+		case <-time.After(20 * time.Second):
+			t.Fatal("Run did not return within 20s of its end (grace is 300ms)")
+		}
+		require.ErrorIs(t, err, context.Canceled)
+		assert.GreaterOrEqual(t, time.Since(start), grace, "SIGKILL only after the grace")
 		assert.Empty(t, markerProcs(t, marker))
 		requireStopsGrowing(t, filepath.Join(dir, "beat"))
 	})
@@ -378,6 +399,33 @@ func TestCancelSendsSIGTERMFirst(t *testing.T) {
 		}
 		b, err := os.ReadFile(filepath.Join(dir, "termed"))
 		require.NoError(t, err, "the command got no SIGTERM")
+		assert.Equal(t, "bye\n", string(b))
+	})
+}
+
+// TestCancel_EveryProcessGetsSIGTERMAndItsGrace: a shell's child that left
+// the session gets SIGTERM too, and its trap runs to the end although the
+// shell itself, the command, exits at once.
+func TestCancel_EveryProcessGetsSIGTERMAndItsGrace(t *testing.T) {
+	t.Parallel()
+	eachBackend(t, realBackends, func(t *testing.T, m Mode, sb *Sandbox) {
+		dir := t.TempDir()
+		ctx, cancel := context.WithCancel(t.Context())
+		errc := make(chan error, 1)
+		go func() {
+			_, _, err := sh(t, ctx, sb, Cmd{Dir: dir, KillGrace: time.Minute},
+				`setsid sh -c 'trap "sleep 0.3; echo bye > termed; exit 0" TERM; echo up > up; while :; do sleep 0.05; done' & wait`)
+			errc <- err
+		}()
+		require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(dir, "up")); return err == nil }, 10*time.Second, 10*time.Millisecond)
+		cancel()
+		select {
+		case <-errc:
+		case <-time.After(20 * time.Second):
+			t.Fatal("Run did not return within 20s of SIGTERM (grace is a minute)")
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "termed"))
+		require.NoError(t, err, "the setsid child got no SIGTERM, or no time to clean up")
 		assert.Equal(t, "bye\n", string(b))
 	})
 }

@@ -6,13 +6,10 @@ import (
 	"context"
 
 	"github.com/prloop/prloop/pkg/app"
-	"github.com/prloop/prloop/pkg/sandbox"
 	"github.com/prloop/prloop/services/escalator"
 )
 
 func main() {
-	// First: in a re-exec as the agent sandbox's init this never returns.
-	sandbox.Init()
 	var cfg escalator.Config
 	app.Main(escalator.Name, &cfg, func(ctx context.Context, rt *app.Runtime) ([]app.Service, error) {
 		s, err := escalator.FromRuntime(ctx, rt, cfg)
