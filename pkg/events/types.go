@@ -66,9 +66,9 @@ type Reason string
 
 // Reason codes carried by ReviewTimeout, PRMergeFailed and escalations.
 const (
-	ReasonReviewTimeout        Reason = "review_timeout"
-	ReasonMaxFixCycles         Reason = "max_fix_cycles"
-	ReasonFeedbackFailed       Reason = "feedback_failed"
+	ReasonReviewTimeout  Reason = "review_timeout"
+	ReasonMaxFixCycles   Reason = "max_fix_cycles"
+	ReasonFeedbackFailed Reason = "feedback_failed"
 	// ReasonAgentBudgetExhausted says the agent used up the wall time
 	// PRLOOP_AGENT_BUDGET allows per PR, across runs and fix cycles.
 	ReasonAgentBudgetExhausted Reason = "agent_budget_exhausted"
