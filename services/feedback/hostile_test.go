@@ -113,7 +113,15 @@ func TestFeedback_HostileAgentGetsNoCredential(t *testing.T) {
 			})
 			cfg = e.start("a", cfg).cfg
 			e.request(e.pr, e.head, 0)
-			ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, waitFor).Data.(*events.FeedbackAddressed)
+			// The namespaces backend re-executes the binary as each
+			// sandbox's init: some 25 ms for prloop, but about a second for
+			// this race-enabled test binary, and an attempt runs a dozen
+			// sandboxed git commands.
+			wait := waitFor
+			if mode == sandbox.Namespaces {
+				wait = 2 * time.Minute
+			}
+			ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, wait).Data.(*events.FeedbackAddressed)
 
 			// No process of the agent's survives, setsid or not.
 			require.Eventually(t, func() bool { return len(procsWith(marker)) == 0 }, 5*time.Second, 20*time.Millisecond,
