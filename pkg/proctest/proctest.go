@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -141,5 +142,47 @@ func (p *Process) Exited() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// WithMarker lists the host's processes whose command line contains marker,
+// as "pid: command line": a test names the processes it starts with a
+// marker (a shell comment, $0) to find them even in other PID namespaces.
+// Zombies have an empty command line and never match.
+func WithMarker(marker string) []string {
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte(marker)) {
+			found = append(found, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return found
+}
+
+// RequireStopsGrowing proves nothing writes path any more: it exists and
+// its size stays the same over checks spanning 500 ms, many periods of the
+// writers tests use. It polls in the test's own goroutine (testify's Never
+// leaves its last check running after it returns, which would then stat a
+// removed TempDir).
+func RequireStopsGrowing(t testing.TB, path string) {
+	t.Helper()
+	size := func() int64 {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return -1
+		}
+		return fi.Size()
+	}
+	before := size()
+	require.GreaterOrEqual(t, before, int64(0), "%s was never written", path)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); <-tick.C {
+		require.Equal(t, before, size(), "%s still grows", path)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -107,48 +108,8 @@ func sh(t *testing.T, ctx context.Context, sb *Sandbox, c Cmd, script string) (s
 	return out.String(), errb.String(), err
 }
 
-// markerProcs lists host processes whose command line holds marker.
-func markerProcs(t *testing.T, marker string) []string {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	require.NoError(t, err)
-	var found []string
-	for _, e := range ents {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(marker)) {
-			found = append(found, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
-		}
-	}
-	return found
-}
-
 func uniqueMarker(t *testing.T) string {
 	return fmt.Sprintf("prloop-sbx-mark-%d-%d", os.Getpid(), time.Now().UnixNano())
-}
-
-// requireStopsGrowing proves nothing writes path any more: its size stays
-// the same over checks spanning many of the writer's periods. It polls in
-// the test's own goroutine: testify's Never leaves its last check running
-// after it returns, which would stat a TempDir already removed.
-func requireStopsGrowing(t *testing.T, path string) {
-	t.Helper()
-	size := func() int64 {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return -1
-		}
-		return fi.Size()
-	}
-	before := size()
-	require.GreaterOrEqual(t, before, int64(0), "%s was never written", path)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); <-tick.C {
-		require.Equal(t, before, size(), "%s still grows", path)
-	}
 }
 
 func TestParseMode(t *testing.T) {
@@ -333,8 +294,8 @@ func TestSetsidChildDiesWithRun(t *testing.T) {
 			( setsid sh -c 'sleep 1000 # `+marker+`' & ) >/dev/null 2>&1
 			while [ ! -s beat ]; do sleep 0.01; done`)
 		require.NoError(t, err, errOut)
-		assert.Empty(t, markerProcs(t, marker), "processes of the sandbox alive after Run returned")
-		requireStopsGrowing(t, filepath.Join(dir, "beat"))
+		assert.Empty(t, proctest.WithMarker(marker), "processes of the sandbox alive after Run returned")
+		proctest.RequireStopsGrowing(t, filepath.Join(dir, "beat"))
 	})
 }
 
@@ -373,8 +334,8 @@ func TestTimeoutKillsEverything(t *testing.T) {
 		}
 		require.ErrorIs(t, err, context.Canceled)
 		assert.GreaterOrEqual(t, time.Since(start), grace, "SIGKILL only after the grace")
-		assert.Empty(t, markerProcs(t, marker))
-		requireStopsGrowing(t, filepath.Join(dir, "beat"))
+		assert.Empty(t, proctest.WithMarker(marker))
+		proctest.RequireStopsGrowing(t, filepath.Join(dir, "beat"))
 	})
 }
 
@@ -451,12 +412,12 @@ func TestKillingParentKillsSandbox(t *testing.T) {
 			go func() { waited <- helper.Wait() }()
 			require.Eventually(t, func() bool {
 				_, err := os.Stat(filepath.Join(dir, "child"))
-				return err == nil && len(markerProcs(t, marker)) >= 2
+				return err == nil && len(proctest.WithMarker(marker)) >= 2
 			}, 20*time.Second, 10*time.Millisecond, "sandboxed sleepers did not start: %s", &out)
 
 			require.NoError(t, helper.Process.Signal(syscall.SIGKILL))
 			<-waited
-			require.Eventually(t, func() bool { return len(markerProcs(t, marker)) == 0 },
+			require.Eventually(t, func() bool { return len(proctest.WithMarker(marker)) == 0 },
 				10*time.Second, 10*time.Millisecond, "sandboxed processes outlived their killed parent")
 		})
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
+	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/feedback"
 )
@@ -172,8 +173,8 @@ func TestFeedback_AgentTimeout_KillsEverythingItStarted(t *testing.T) {
 	assert.Contains(t, esc.LastError, "timed out")
 	require.FileExists(t, filepath.Join(e.records, "child.started"))
 	// The agent's command line and its child's both name $RECORD_DIR.
-	require.Eventually(t, func() bool { return len(procsWith(e.records)) == 0 }, 5*time.Second, 10*time.Millisecond,
-		"the agent or its child still runs: %v", procsWith(e.records))
+	require.Eventually(t, func() bool { return len(proctest.WithMarker(e.records)) == 0 }, 5*time.Second, 10*time.Millisecond,
+		"the agent or its child still runs: %v", proctest.WithMarker(e.records))
 	runs, _ := e.runs()
 	require.Len(t, runs, 1)
 }

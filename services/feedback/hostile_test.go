@@ -21,6 +21,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
+	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/prloop/prloop/pkg/sandbox"
 	"github.com/prloop/prloop/services/feedback"
 )
@@ -124,11 +125,11 @@ func TestFeedback_HostileAgentGetsNoCredential(t *testing.T) {
 			ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, wait).Data.(*events.FeedbackAddressed)
 
 			// No process of the agent's survives, setsid or not.
-			require.Eventually(t, func() bool { return len(procsWith(marker)) == 0 }, 5*time.Second, 20*time.Millisecond,
-				"processes of the agent outlived it: %v", procsWith(marker))
+			require.Eventually(t, func() bool { return len(proctest.WithMarker(marker)) == 0 }, 5*time.Second, 20*time.Millisecond,
+				"processes of the agent outlived it: %v", proctest.WithMarker(marker))
 			beat := filepath.Join(e.records, "beat")
 			require.FileExists(t, beat, "the setsid child ran")
-			requireStable(t, beat)
+			proctest.RequireStopsGrowing(t, beat)
 
 			// Nothing it could write holds a credential.
 			out := filepath.Join(e.records, "hostile")
@@ -172,42 +173,6 @@ func TestFeedback_HostileAgentGetsNoCredential(t *testing.T) {
 			}
 		})
 	}
-}
-
-// procsWith lists the host processes whose command line contains s.
-func procsWith(s string) []string {
-	var out []string
-	entries, _ := os.ReadDir("/proc")
-	for _, d := range entries {
-		if _, err := strconv.Atoi(d.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-		if err == nil && bytes.Contains(b, []byte(s)) {
-			out = append(out, d.Name()+": "+string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
-		}
-	}
-	return out
-}
-
-// requireStable waits until path stops growing: the same size across
-// checks spanning 300 ms, within 5 s.
-func requireStable(t *testing.T, path string) {
-	t.Helper()
-	size := func() int64 {
-		st, err := os.Stat(path)
-		if err != nil {
-			return -1
-		}
-		return st.Size()
-	}
-	last, since := size(), time.Now()
-	require.Eventually(t, func() bool {
-		if s := size(); s != last {
-			last, since = s, time.Now()
-		}
-		return time.Since(since) >= 300*time.Millisecond
-	}, 5*time.Second, 20*time.Millisecond, "%s still grows: something of the agent's still runs", path)
 }
 
 // secretsIn fails if any file under dir contains one of secrets.
