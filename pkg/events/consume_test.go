@@ -27,7 +27,7 @@ func allTypes(pr ghref.PR) []events.Data {
 		&events.WatchRequested{Base: b}, &events.ReviewPending{Base: b, Status: events.StatusPending},
 		&events.ReviewInProgress{Base: b, Status: events.StatusInProgress}, &events.FeedbackReceived{Base: b, Status: events.StatusChangesRequested},
 		&events.FeedbackAddressed{Base: b, FixCycle: 1}, &events.ReviewApproved{Base: b, Status: events.StatusApproved},
-		&events.ReviewTimeout{Base: b, Reason: events.ReasonReviewTimeout}, &events.MergeQueued{Base: b, Position: 1},
+		&events.ReviewTimeout{Base: b, Reason: events.ReasonReviewTimeout}, &events.MergeQueued{Base: b, Position: 1}, &events.MergeWaiting{Base: b, BaseBranch: "main", Checks: []string{"ci"}},
 		&events.Merged{Base: b, MergeSHA: "m"}, &events.MergeFailed{Base: b, Reason: events.ReasonChecksFailed},
 		&events.Closed{Base: b}, &events.EscalationRequested{Base: b, Reason: events.ReasonFeedbackFailed, Severity: events.SeverityBlocking},
 		&events.Escalated{Base: b, Reason: events.ReasonFeedbackFailed, Severity: events.SeverityBlocking},

@@ -46,6 +46,7 @@
 //	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers                     |
 //	| ReviewTimeout         | poller                   | no approval within the review timeout                         | reason, missing_reviewers, detail            |
 //	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base                               |
+//	| PRMergeWaiting        | merger                   | first in its queue, waits for these checks on head_sha        | base, checks                                 |
 //	| PRMerged              | merger                   | merged by prloop                                              | merge_sha, merge_method, dry_run             |
 //	| PRMergeFailed         | merger                   | not merged: not queued, or left the queue without a merge     | reason, detail, dry_run                      |
 //	| PRClosed              | poller                   | closed or merged outside prloop; watching stops               | merged, actor                                |

@@ -26,6 +26,7 @@ func samples(pr ghref.PR) []Data {
 		&ReviewApproved{Base: b, Status: StatusApproved, Actor: "alice", Approvers: []string{"alice"}},
 		&ReviewTimeout{Base: b, Reason: ReasonReviewTimeout, MissingReviewers: []string{"bot"}},
 		&MergeQueued{Base: b, Position: 2, BaseBranch: "main"},
+		&MergeWaiting{Base: b, BaseBranch: "main", Checks: []string{"ci/build", "lint"}},
 		&Merged{Base: b, MergeSHA: "abcd", MergeMethod: "squash"},
 		&MergeFailed{Base: b, Reason: ReasonMergeConflict},
 		&Closed{Base: b, Merged: false},

@@ -26,7 +26,7 @@ var publishedBy = map[string][]Type{
 		TypeReviewTimeout, TypeClosed, TypeEscalationRequested,
 	},
 	PublisherFeedback:  {TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested},
-	PublisherMerger:    {TypeMergeQueued, TypeMerged, TypeMergeFailed, TypeEscalationRequested},
+	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested},
 	PublisherEscalator: {TypeEscalated},
 	PublisherCLI:       {TypeWatchRequested},
 }

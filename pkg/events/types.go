@@ -21,6 +21,7 @@ const (
 	TypeReviewApproved      Type = "PRReviewApproved"
 	TypeReviewTimeout       Type = "ReviewTimeout"
 	TypeMergeQueued         Type = "PRMergeQueued"
+	TypeMergeWaiting        Type = "PRMergeWaiting"
 	TypeMerged              Type = "PRMerged"
 	TypeMergeFailed         Type = "PRMergeFailed"
 	TypeClosed              Type = "PRClosed"
@@ -32,7 +33,7 @@ const (
 var Types = []Type{
 	TypeWatchRequested, TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived,
 	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
-	TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
+	TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
 }
 
 // Status is a PR's review status as the poller computes it.
@@ -208,6 +209,15 @@ type MergeQueued struct {
 	BaseBranch string `json:"base,omitempty"`
 }
 
+// MergeWaiting says the first PR of a merge queue waits for checks on its
+// head before the merger merges it: the checks that have not passed yet,
+// by name. Published when that set changes; empty once none is left.
+type MergeWaiting struct {
+	Base
+	BaseBranch string   `json:"base,omitempty"`
+	Checks     []string `json:"checks"`
+}
+
 // Merged says prloop merged the PR.
 type Merged struct {
 	Base
@@ -268,6 +278,7 @@ func (FeedbackSkipped) EventType() Type     { return TypeFeedbackSkipped }
 func (ReviewApproved) EventType() Type      { return TypeReviewApproved }
 func (ReviewTimeout) EventType() Type       { return TypeReviewTimeout }
 func (MergeQueued) EventType() Type         { return TypeMergeQueued }
+func (MergeWaiting) EventType() Type        { return TypeMergeWaiting }
 func (Merged) EventType() Type              { return TypeMerged }
 func (MergeFailed) EventType() Type         { return TypeMergeFailed }
 func (Closed) EventType() Type              { return TypeClosed }
@@ -295,6 +306,8 @@ func newData(t Type) (Data, error) {
 		return &ReviewTimeout{}, nil
 	case TypeMergeQueued:
 		return &MergeQueued{}, nil
+	case TypeMergeWaiting:
+		return &MergeWaiting{}, nil
 	case TypeMerged:
 		return &Merged{}, nil
 	case TypeMergeFailed:

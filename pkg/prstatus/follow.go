@@ -1,0 +1,99 @@
+package prstatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+)
+
+// Stream is the part of JetStream a Follower reads with.
+type Stream interface {
+	OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error)
+}
+
+var _ Stream = (jetstream.JetStream)(nil)
+
+// Follower keeps a Board up to date with the event stream: it reads every
+// event from the stream's start with an ordered consumer (which needs a
+// NATS user allowed to create ephemeral consumers: the cli user, or a
+// service's), then each new one as it comes. Read the board through View.
+type Follower struct {
+	mu    sync.RWMutex
+	board *Board
+	// caughtUp is closed once the events present at the start are applied.
+	caughtUp chan struct{}
+	once     sync.Once
+	log      *slog.Logger
+	// OnApply, if set, is called after each event is applied, outside the
+	// lock, with the PR it was about (for writers of the line).
+	OnApply func(pr ghref.PR)
+}
+
+// NewFollower returns a follower of an empty board.
+func NewFollower(log *slog.Logger) *Follower {
+	return &Follower{board: NewBoard(), caughtUp: make(chan struct{}), log: log}
+}
+
+// View calls fn with the board, read-locked: fn must not keep it.
+func (f *Follower) View(fn func(b *Board)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	fn(f.board)
+}
+
+// CaughtUp is closed once the events that were on the stream when Run
+// started have been applied.
+func (f *Follower) CaughtUp() <-chan struct{} { return f.caughtUp }
+
+// Run follows the stream until ctx ends. Undecodable messages are skipped
+// with a log line: a bad event must not stop the page or the status.
+func (f *Follower) Run(ctx context.Context, js Stream) error {
+	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"pr.>"}})
+	if err != nil {
+		return fmt.Errorf("follow the event stream: %w", err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("follow the event stream: %w", err)
+	}
+	if info.NumPending == 0 {
+		f.once.Do(func() { close(f.caughtUp) })
+	}
+	for {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		msg, err := cons.Next(jetstream.FetchContext(fctx))
+		cancel()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) {
+			f.once.Do(func() { close(f.caughtUp) })
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("follow the event stream: %w", err)
+		}
+		ce, d, err := events.Decode(msg.Data())
+		if err != nil {
+			f.log.Warn("skipping an event that does not decode", "subject", msg.Subject(), "err", err)
+			continue
+		}
+		f.mu.Lock()
+		f.board.Apply(d, ce.Time())
+		f.mu.Unlock()
+		if f.OnApply != nil {
+			f.OnApply(d.Ref())
+		}
+		if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+			f.once.Do(func() { close(f.caughtUp) })
+		}
+	}
+}

@@ -1,0 +1,327 @@
+// Package prstatus says in one line where a PR stands and what it waits
+// for: the line prloop writes as its commit status on the PR's head, prints
+// in `prloop status` and `prloop explain`, and shows on its web page.
+//
+// The line is a pure function of the event stream. A Board folds events,
+// in stream order, into what they say about each PR and about each base
+// branch's merge queue (Apply), and Line renders one PR. Nothing here reads
+// GitHub or a service's records: a writer of the line gets the same answer
+// from the same events, after any crash, on any replica.
+package prstatus
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+)
+
+// State is the commit status state the line goes with.
+type State string
+
+// States: pending while prloop works or waits, success when the PR is
+// merged or approved with nothing left to wait for, error only when a human
+// is needed. failure is never used: prloop's status must not read as a
+// failed check of the PR's code.
+const (
+	Pending State = "pending"
+	Success State = "success"
+	Error   State = "error"
+)
+
+// Line is where a PR stands, as a commit status: State and a one-line
+// description (GitHub keeps 140 characters of it).
+type Line struct {
+	State State  `json:"state"`
+	Text  string `json:"text"`
+}
+
+// MaxText is the length GitHub keeps of a commit status description.
+const MaxText = 140
+
+// Options are the settings the line names.
+type Options struct {
+	// MaxFixCycles is PRLOOP_MAX_FIX_CYCLES ("cycle 1 of 2"); 0 leaves the
+	// "of" out.
+	MaxFixCycles int
+	// Label is the escalation label (PRLOOP_ESCALATION_LABEL).
+	Label string
+}
+
+// PR is what the events say about one pull request.
+type PR struct {
+	PR   ghref.PR `json:"pr"`
+	Head string   `json:"head_sha,omitempty"`
+	// Status is the last review status the poller published.
+	Status events.Status `json:"status,omitempty"`
+	// Reviewing is who signalled "in review" (👀) on the head.
+	Reviewing string `json:"reviewing,omitempty"`
+	// RequestedBy are who asked for the changes being addressed.
+	RequestedBy []string `json:"requested_by,omitempty"`
+	// Approvers approved the head.
+	Approvers []string `json:"approvers,omitempty"`
+	// FixCycle is the fix being made (Fixing) or the fixes pushed.
+	FixCycle int  `json:"fix_cycle"`
+	Fixing   bool `json:"fixing,omitempty"`
+	// Base is the base branch of its merge queue, QueuedSeq its place in
+	// line (the stream order of its PRMergeQueued), QueuedAt when it joined.
+	Base      string    `json:"base,omitempty"`
+	QueuedSeq uint64    `json:"queued_seq,omitempty"`
+	QueuedAt  time.Time `json:"queued_at,omitempty"`
+	// Waiting are the checks the merger waits for on the head.
+	Waiting []string `json:"waiting,omitempty"`
+	// Escalation is why a human is needed, while one is; EscalationDetail
+	// says more.
+	Escalation       events.Reason `json:"escalation,omitempty"`
+	EscalationDetail string        `json:"escalation_detail,omitempty"`
+	// MergeSHA is prloop's merge commit; Merged and Closed are final.
+	MergeSHA string `json:"merge_sha,omitempty"`
+	Merged   bool   `json:"merged,omitempty"`
+	Closed   bool   `json:"closed,omitempty"`
+	// Last is the latest event about the PR, and when it happened.
+	Last   events.Type `json:"last_event,omitempty"`
+	LastAt time.Time   `json:"last_event_at,omitempty"`
+}
+
+// Queued reports whether the PR is in a merge queue.
+func (p *PR) Queued() bool { return p.QueuedSeq > 0 }
+
+// Board is what the events say about every PR and every merge queue.
+type Board struct {
+	prs map[string]*PR
+	seq uint64
+}
+
+// NewBoard returns an empty board.
+func NewBoard() *Board { return &Board{prs: map[string]*PR{}} }
+
+// Get returns the PR's entry (nil when no event named it).
+func (b *Board) Get(pr ghref.PR) *PR { return b.prs[pr.Key()] }
+
+// PRs returns every PR on the board, in key order.
+func (b *Board) PRs() []*PR {
+	out := make([]*PR, 0, len(b.prs))
+	for _, p := range b.prs {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(x, y *PR) int { return strings.Compare(x.PR.Key(), y.PR.Key()) })
+	return out
+}
+
+func (b *Board) entry(pr ghref.PR) *PR {
+	p := b.prs[pr.Key()]
+	if p == nil {
+		p = &PR{PR: pr}
+		b.prs[pr.Key()] = p
+	}
+	return p
+}
+
+// Apply folds one event, at time at (the CloudEvent's time), into the
+// board. Events must come in stream order.
+func (b *Board) Apply(d events.Data, at time.Time) {
+	b.seq++
+	p := b.entry(d.Ref())
+	p.Last, p.LastAt = d.EventType(), at
+	head := ""
+	if h, ok := d.(interface{ Head() string }); ok {
+		head = h.Head()
+	}
+	newHead := head != "" && head != p.Head
+	if newHead {
+		// A new head: nothing said about the old one holds, but a queue
+		// place (the merger re-verifies and says so) and an escalation.
+		p.Head, p.Reviewing, p.Approvers, p.Waiting = head, "", nil, nil
+	}
+	review := func(s events.Status) {
+		p.Status, p.Fixing, p.Escalation, p.EscalationDetail = s, false, "", ""
+	}
+	switch e := d.(type) {
+	case *events.WatchRequested:
+		p.Closed, p.Merged = false, false
+	case *events.ReviewPending:
+		review(e.Status)
+		p.Approvers, p.Reviewing = nil, ""
+		b.leaveQueue(p)
+	case *events.ReviewInProgress:
+		review(e.Status)
+		p.Reviewing = e.Actor
+		b.leaveQueue(p)
+	case *events.FeedbackReceived:
+		review(e.Status)
+		p.Fixing, p.FixCycle = true, e.FixCycle+1
+		p.RequestedBy = slices.Clone(e.Reviewers)
+		if len(p.RequestedBy) == 0 && e.Actor != "" {
+			p.RequestedBy = []string{e.Actor}
+		}
+		b.leaveQueue(p)
+	case *events.FeedbackAddressed:
+		p.Fixing, p.FixCycle = false, e.FixCycle
+		p.Status = events.StatusPending
+	case *events.FeedbackSkipped:
+		p.Fixing = false
+	case *events.ReviewApproved:
+		review(e.Status)
+		p.Approvers = slices.Clone(e.Approvers)
+		if len(p.Approvers) == 0 && e.Actor != "" {
+			p.Approvers = []string{e.Actor}
+		}
+	case *events.ReviewTimeout:
+		p.Escalation, p.EscalationDetail = e.Reason, e.Detail
+	case *events.MergeQueued:
+		if !p.Queued() || p.Base != e.BaseBranch {
+			p.QueuedSeq, p.QueuedAt = b.seq, at
+		}
+		p.Base = e.BaseBranch
+	case *events.MergeWaiting:
+		p.Waiting = slices.Clone(e.Checks)
+		if e.BaseBranch != "" {
+			p.Base = e.BaseBranch
+		}
+	case *events.Merged:
+		p.Merged, p.MergeSHA = true, e.MergeSHA
+		b.leaveQueue(p)
+	case *events.MergeFailed:
+		b.leaveQueue(p)
+	case *events.Closed:
+		p.Closed, p.Merged = true, e.Merged || p.Merged
+		b.leaveQueue(p)
+	case *events.EscalationRequested:
+		p.Escalation, p.EscalationDetail, p.Fixing = e.Reason, firstNonEmpty(e.LastError, e.Detail), false
+	case *events.Escalated:
+		p.Escalation = e.Reason
+	}
+}
+
+func (b *Board) leaveQueue(p *PR) { p.QueuedSeq, p.QueuedAt, p.Waiting = 0, time.Time{}, nil }
+
+// Queue returns the merge queue of a repository's base branch, first in
+// line first.
+func (b *Board) Queue(repo ghref.Repo, base string) []*PR {
+	var q []*PR
+	for _, p := range b.prs {
+		if p.Queued() && p.Base == base && p.PR.RepoRef().Key() == repo.Key() {
+			q = append(q, p)
+		}
+	}
+	slices.SortFunc(q, func(x, y *PR) int { return int(x.QueuedSeq) - int(y.QueuedSeq) })
+	return q
+}
+
+// Position is the PR's place in its merge queue (1 is next), 0 when it is
+// not queued.
+func (b *Board) Position(pr ghref.PR) int {
+	p := b.Get(pr)
+	if p == nil || !p.Queued() {
+		return 0
+	}
+	for i, q := range b.Queue(pr.RepoRef(), p.Base) {
+		if q == p {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// Line says where pr stands. A PR no event named is "not watched".
+func (b *Board) Line(pr ghref.PR, o Options) Line {
+	p := b.Get(pr)
+	if p == nil {
+		return Line{Pending, "not watched by prloop"}
+	}
+	return clip(line(p, b.Position(pr), o))
+}
+
+func line(p *PR, pos int, o Options) Line {
+	switch {
+	case p.Merged && p.MergeSHA != "":
+		return Line{Success, "merged as " + short(p.MergeSHA)}
+	case p.Merged:
+		return Line{Success, "merged"}
+	case p.Closed:
+		return Line{Pending, "closed without merging"}
+	case p.Escalation != "":
+		text := "needs a human: " + strings.ReplaceAll(string(p.Escalation), "_", " ")
+		if o.Label != "" {
+			text += " (label " + o.Label + ")"
+		}
+		return Line{Error, text}
+	case p.Fixing:
+		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)", by(p.RequestedBy), cycle(p.FixCycle, o.MaxFixCycles))}
+	case p.Status == events.StatusApproved && pos > 0 && len(p.Waiting) > 0:
+		return Line{Pending, "approved" + by(p.Approvers) + " — waiting for checks: " + strings.Join(p.Waiting, ", ")}
+	case p.Status == events.StatusApproved && pos > 0:
+		return Line{Pending, fmt.Sprintf("approved%s — %s in the merge queue for %s", by(p.Approvers), ordinal(pos), p.Base)}
+	case p.Status == events.StatusApproved:
+		return Line{Success, "approved" + by(p.Approvers)}
+	case p.Status == events.StatusChangesRequested:
+		return Line{Pending, "changes requested" + by(p.RequestedBy)}
+	case p.Reviewing != "":
+		return Line{Pending, "👀 " + p.Reviewing + " is reviewing"}
+	}
+	return Line{Pending, "waiting for review"}
+}
+
+func by(logins []string) string {
+	if len(logins) == 0 {
+		return ""
+	}
+	return " by " + strings.Join(logins, ", ")
+}
+
+func cycle(n, max int) string {
+	if max > 0 {
+		return fmt.Sprintf("cycle %d of %d", n, max)
+	}
+	return fmt.Sprintf("cycle %d", n)
+}
+
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
+}
+
+// clip keeps the text within what GitHub stores, on a rune boundary.
+func clip(l Line) Line {
+	if len(l.Text) <= MaxText {
+		return l
+	}
+	r := []rune(l.Text)
+	for len(string(r)) > MaxText-1 {
+		r = r[:len(r)-1]
+	}
+	l.Text = string(r) + "…"
+	for len(l.Text) > MaxText {
+		r = r[:len(r)-1]
+		l.Text = string(r) + "…"
+	}
+	return l
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}

@@ -1,0 +1,140 @@
+package prstatus_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/prstatus"
+)
+
+var (
+	pr1  = ghref.PR{Owner: "acme", Repo: "widgets", Number: 1}
+	pr2  = ghref.PR{Owner: "acme", Repo: "widgets", Number: 2}
+	pr3  = ghref.PR{Owner: "acme", Repo: "gadgets", Number: 3}
+	opts = prstatus.Options{MaxFixCycles: 2, Label: "human-review-required"}
+)
+
+const (
+	headA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	headB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+)
+
+func base(pr ghref.PR, head string) events.Base { return events.Base{PR: pr, HeadSHA: head} }
+
+func TestLine_EveryTrigger(t *testing.T) {
+	t.Parallel()
+	approved := &events.ReviewApproved{Base: base(pr1, headA), Status: events.StatusApproved, Approvers: []string{"alice"}}
+	queued := &events.MergeQueued{Base: base(pr1, headA), Position: 1, BaseBranch: "main"}
+	for _, tc := range []struct {
+		name   string
+		events []events.Data
+		want   prstatus.Line
+	}{
+		{name: "no event", want: prstatus.Line{State: prstatus.Pending, Text: "not watched by prloop"}},
+		{name: "watched", events: []events.Data{&events.WatchRequested{Base: base(pr1, "")}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "pending", events: []events.Data{&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "reviewing", events: []events.Data{&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "alice"}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "👀 alice is reviewing"}},
+		{name: "changes requested, agent fixing", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by alice — agent fixing (cycle 1 of 2)"}},
+		{name: "second cycle", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Actor: "bob", FixCycle: 1},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by bob — agent fixing (cycle 2 of 2)"}},
+		{name: "fix pushed: review again", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
+			&events.FeedbackAddressed{Base: base(pr1, headB), PreviousHeadSHA: headA, FixCycle: 1},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "change request skipped", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
+			&events.FeedbackSkipped{Base: base(pr1, headA)},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by alice"}},
+		{name: "approved, not queued", events: []events.Data{approved},
+			want: prstatus.Line{State: prstatus.Success, Text: "approved by alice"}},
+		{name: "approved and first in the queue", events: []events.Data{approved, queued},
+			want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
+		{name: "second in the queue", events: []events.Data{
+			&events.MergeQueued{Base: base(pr2, headB), Position: 1, BaseBranch: "main"}, approved, queued,
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 2nd in the merge queue for main"}},
+		{name: "moves up when the one ahead merges", events: []events.Data{
+			&events.MergeQueued{Base: base(pr2, headB), Position: 1, BaseBranch: "main"}, approved, queued,
+			&events.Merged{Base: base(pr2, headB), MergeSHA: headB},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
+		{name: "other repositories' queues do not count", events: []events.Data{
+			&events.MergeQueued{Base: base(pr3, headB), Position: 1, BaseBranch: "main"}, approved, queued,
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
+		{name: "waiting for checks", events: []events.Data{approved, queued,
+			&events.MergeWaiting{Base: base(pr1, headA), BaseBranch: "main", Checks: []string{"ci/build", "lint"}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — waiting for checks: ci/build, lint"}},
+		{name: "left the queue", events: []events.Data{approved, queued,
+			&events.MergeFailed{Base: base(pr1, headA), Reason: events.ReasonApprovalWithdrawn},
+			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "escalated", events: []events.Data{approved, queued,
+			&events.EscalationRequested{Base: base(pr1, headA), Reason: events.ReasonMergeConflict},
+			&events.MergeFailed{Base: base(pr1, headA), Reason: events.ReasonMergeConflict},
+			&events.Escalated{Base: base(pr1, headA), Reason: events.ReasonMergeConflict},
+		}, want: prstatus.Line{State: prstatus.Error, Text: "needs a human: merge conflict (label human-review-required)"}},
+		{name: "review timeout", events: []events.Data{
+			&events.ReviewTimeout{Base: base(pr1, headA), Reason: events.ReasonReviewTimeout},
+		}, want: prstatus.Line{State: prstatus.Error, Text: "needs a human: review timeout (label human-review-required)"}},
+		{name: "a new review status clears the escalation", events: []events.Data{
+			&events.Escalated{Base: base(pr1, headA), Reason: events.ReasonReviewTimeout},
+			&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "carol"},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "👀 carol is reviewing"}},
+		{name: "merged", events: []events.Data{approved, queued, &events.Merged{Base: base(pr1, headA), MergeSHA: "a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2"}},
+			want: prstatus.Line{State: prstatus.Success, Text: "merged as a1b2c3d"}},
+		{name: "closed", events: []events.Data{approved, &events.Closed{Base: base(pr1, headA)}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "closed without merging"}},
+		{name: "merged outside prloop", events: []events.Data{&events.Closed{Base: base(pr1, headA), Merged: true}},
+			want: prstatus.Line{State: prstatus.Success, Text: "merged"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := prstatus.NewBoard()
+			at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+			for i, e := range tc.events {
+				b.Apply(e, at.Add(time.Duration(i)*time.Second))
+			}
+			assert.Equal(t, tc.want, b.Line(pr1, opts))
+		})
+	}
+}
+
+func TestLine_ClippedToWhatGitHubKeeps(t *testing.T) {
+	t.Parallel()
+	b := prstatus.NewBoard()
+	many := make([]string, 40)
+	for i := range many {
+		many[i] = "réviewer" + strings.Repeat("x", i%3)
+	}
+	b.Apply(&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: many}, time.Now())
+	l := b.Line(pr1, opts)
+	assert.LessOrEqual(t, len(l.Text), prstatus.MaxText)
+	assert.True(t, utf8.ValidString(l.Text))
+	assert.True(t, strings.HasSuffix(l.Text, "…"))
+}
+
+func TestBoard_QueueInOrder(t *testing.T) {
+	t.Parallel()
+	b := prstatus.NewBoard()
+	at := time.Now()
+	b.Apply(&events.MergeQueued{Base: base(pr2, headB), BaseBranch: "main"}, at)
+	b.Apply(&events.MergeQueued{Base: base(pr1, headA), BaseBranch: "main"}, at.Add(time.Second))
+	b.Apply(&events.MergeQueued{Base: base(pr2, headB), BaseBranch: "main"}, at.Add(2*time.Second)) // a redelivery keeps its place
+	q := b.Queue(pr1.RepoRef(), "main")
+	require.Len(t, q, 2)
+	assert.Equal(t, []ghref.PR{pr2, pr1}, []ghref.PR{q[0].PR, q[1].PR})
+	assert.Equal(t, at, q[0].QueuedAt)
+	assert.Equal(t, 2, b.Position(pr1))
+	assert.Equal(t, events.TypeMergeQueued, b.Get(pr2).Last)
+}
