@@ -376,6 +376,14 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, route string, h hand
 			res.body = res.body[:len(res.body)/2]
 			res.header.Del("ETag")
 		}
+		if f != nil && f.Kind == FaultLostAnswer {
+			s.record(route, res.status, counted)
+			select {
+			case <-r.Context().Done():
+			case <-s.closed:
+			}
+			return // the work is done; its answer never arrives
+		}
 	}
 	// Recorded before writing, so a client that has its answer sees it in Stats.
 	s.record(route, res.status, counted)
@@ -578,6 +586,10 @@ const (
 	FaultMalformedJSON
 	// FaultForbidden answers a permissions 403 with no rate-limit signal.
 	FaultForbidden
+	// FaultLostAnswer does the request's work, then holds the answer until
+	// the client gives up: a write that happened although its client saw
+	// only a timeout, deterministically.
+	FaultLostAnswer
 )
 
 // Fault describes failures to inject into matching requests.
@@ -688,7 +700,7 @@ func (s *Sim) faultResult(c *reqCtx, f *Fault, b *bucket) *result {
 			return errResult(503, "Service Unavailable")
 		}
 		return nil
-	case FaultMalformedJSON:
+	case FaultMalformedJSON, FaultLostAnswer:
 		return nil
 	}
 	return errResult(500, "Server Error")

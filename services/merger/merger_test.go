@@ -335,12 +335,12 @@ func TestMerger_WaitsForADeadReplicasLock(t *testing.T) {
 
 // TestMerger_MergeAnswerLost: the merge request times out but GitHub merged
 // anyway; the merger checks before doing anything else, sees the merge, and
-// publishes PRMerged without merging twice.
+// publishes PRMerged without asking to merge twice.
 func TestMerger_MergeAnswerLost(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
-	e.sim.InjectFault(ghsim.Fault{Method: "PUT", Path: "/merge$", Kind: ghsim.FaultTimeout, Delay: 300 * time.Millisecond})
+	e.sim.InjectFault(ghsim.Fault{Method: "PUT", Path: "/merge$", Kind: ghsim.FaultLostAnswer})
 	client := e.Client(t, func(c *github.Config) { c.RequestTimeout, c.MaxRetries = 100*time.Millisecond, -1 })
 	e.start(config(func(c *merger.Config) { c.PollInterval = 400 * time.Millisecond }), "replica-1", client)
 	e.approve(pr, head, "1")
