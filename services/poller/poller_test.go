@@ -72,9 +72,13 @@ func TestPoller_EmojiLifecycle(t *testing.T) {
 			assert.Equal(t, head2, ok.HeadSHA)
 			assert.Equal(t, []string{"bob"}, ok.Approvers)
 
-			st, _, err := e.store.Get(t.Context(), e.pr)
-			require.NoError(t, err)
-			assert.Equal(t, events.StatusApproved, st.Status)
+			// The poller publishes, then records (pkg/state: a crash in
+			// between republishes the same id): the record follows the event.
+			var st state.PR
+			require.Eventually(t, func() bool {
+				st, _, err = e.store.Get(t.Context(), e.pr)
+				return err == nil && st.Status == events.StatusApproved
+			}, waitFor, 10*time.Millisecond, "the poller's record says approved")
 			assert.Equal(t, head2, st.HeadSHA)
 			assert.Equal(t, 1, st.FixCycle)
 			assert.Equal(t, pushedAt, st.HeadAnchor.UTC(), "prloop's own push anchors the new head")
@@ -562,9 +566,10 @@ func TestPoller_RemovingEscalationLabelResumes(t *testing.T) {
 	require.NoError(t, e.client.RemoveLabel(t.Context(), e.pr, "human-review-required"))
 	fb := e.rec.WaitCount(t, e.pr, events.TypeFeedbackReceived, 2, waitFor).Data.(*events.FeedbackReceived)
 	assert.Zero(t, fb.FixCycle, "the fix cycle starts again")
-	st, _, err := e.store.Get(t.Context(), e.pr)
-	require.NoError(t, err)
-	assert.Empty(t, st.Escalations)
+	require.Eventually(t, func() bool { // the record follows the event
+		st, _, err := e.store.Get(t.Context(), e.pr)
+		return err == nil && len(st.Escalations) == 0
+	}, waitFor, 10*time.Millisecond, "the escalation is cleared from the poller's record")
 }
 
 // TestPoller_DryRunMergeChangesNothing: a merger in dry-run mode reports

@@ -222,7 +222,15 @@ type seenSignals struct {
 	head    string
 	updated string
 	sig     review.Signals
+	// listedAt is when the lists in sig (comments, reviews) were read.
+	listedAt time.Time
 }
+
+// listSettle is how long after a PR's last activity (GitHub's updated_at,
+// in whole seconds) its lists must have been read for a later change to be
+// sure to show in updated_at: a second of resolution plus clock skew
+// between GitHub and prloop.
+const listSettle = 5 * time.Second
 
 // activityKey is the part of a PR's probe summary that everything but a
 // reaction changes.
@@ -297,20 +305,30 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	case holdsNewHead(cur, head):
 		log.Debug("new head held back until the change request on the old one ends", "head", short(head), "addressing", short(cur.HeadSHA))
 		return nil
+	case is != nil && supersededByOwnPush(cur, head):
+		// A list read before prloop's push, evaluated after the feedback
+		// service reported it: only a fresh read of the PR tells its head.
+		release()
+		return s.evaluateFetched(ctx, rw, pr, log)
 	}
 	var sig review.Signals
 	anchor := cur.HeadAnchor
 	last, haveLast := rw.seen[pr.Number]
+	listedAt := s.d.Now() // when the lists below are read (or known empty)
 	switch {
 	case cur.HeadSHA == "" && untouched(p, is):
 		// Nothing has happened since the PR was opened: no signal can exist,
 		// and any later one is newer than its creation. Anchoring there
 		// spares five requests per PR when watching begins on a large repo.
 		anchor = p.created
-	case haveLast && is != nil && last.head == head && head == cur.HeadSHA && last.updated == activityKey(p, is):
+	case haveLast && is != nil && last.head == head && head == cur.HeadSHA && last.updated == activityKey(p, is) &&
+		last.listedAt.After(latest(p.updated, is.updated).Add(listSettle)):
 		// Only the reactions rollup moved (GitHub moves updated_at for
-		// everything else): re-read the reactions, keep the rest.
-		sig = last.sig
+		// everything else): re-read the reactions, keep the rest. That
+		// holds only for lists read listSettle after the last activity:
+		// updated_at has whole seconds, and a comment in the same second
+		// as the one before it moves nothing.
+		sig, listedAt = last.sig, last.listedAt
 		if sig.Reactions, err = review.GatherReactions(ctx, s.d.GitHub, pr); err != nil {
 			return err
 		}
@@ -332,7 +350,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		}
 	}
 	if is != nil {
-		rw.seen[pr.Number] = seenSignals{head: head, updated: activityKey(p, is), sig: sig}
+		rw.seen[pr.Number] = seenSignals{head: head, updated: activityKey(p, is), sig: sig, listedAt: listedAt}
 	} else {
 		delete(rw.seen, pr.Number)
 	}
@@ -450,4 +468,19 @@ func (s *Service) closed(ctx context.Context, rw *repoWatch, pr ghref.PR, log *s
 			Parts: []string{short(next.HeadSHA), strconv.Itoa(next.Transitions)},
 		}}}
 	})
+}
+
+// supersededByOwnPush reports whether head is the head prloop's own push of
+// a fix replaced: the feedback service reported the push (PushedHeadSHA)
+// after GitHub showed it, so a read that still shows the old head is older
+// than the push.
+func supersededByOwnPush(cur state.PR, head string) bool {
+	return cur.PushedHeadSHA != "" && cur.PushedHeadSHA != cur.HeadSHA && head == cur.HeadSHA
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
