@@ -77,6 +77,7 @@ type StatusWriter struct {
 	pending map[string]ghref.PR // waiting out their coalescing window
 	ready   map[string]ghref.PR // due for a flush
 	wake    chan struct{}
+	onWrite func(pr ghref.PR, sha string, l prstatus.Line)
 	// last is what prloop last wrote (or found on GitHub) per PR and head.
 	last map[string]written
 }
@@ -99,7 +100,15 @@ func NewStatusWriter(opts StatusOptions, client StatusGitHub, js prstatus.Stream
 		wake: make(chan struct{}, 1), last: map[string]written{},
 	}
 	w.follow.OnApply = w.changed
+	w.onWrite = opts.OnWrite
 	return w
+}
+
+// SetOnWrite replaces StatusOptions.OnWrite, also while the writer runs.
+func (w *StatusWriter) SetOnWrite(fn func(pr ghref.PR, sha string, l prstatus.Line)) {
+	w.mu.Lock()
+	w.onWrite = fn
+	w.mu.Unlock()
 }
 
 // Follower is the board the writer keeps current.
@@ -255,8 +264,11 @@ func (w *StatusWriter) flush(ctx context.Context, pr ghref.PR) error {
 		return fmt.Errorf("write the status of %s: %w", pr, err)
 	}
 	w.remember(key, head, l)
-	if w.opts.OnWrite != nil {
-		w.opts.OnWrite(pr, head, l)
+	w.mu.Lock()
+	onWrite := w.onWrite
+	w.mu.Unlock()
+	if onWrite != nil {
+		onWrite(pr, head, l)
 	}
 	return nil
 }

@@ -114,11 +114,19 @@ func TestStatusWriter_EveryLineReachesGitHub(t *testing.T) {
 		{name: "queued", d: &events.MergeQueued{Base: b, Position: 1, BaseBranch: "main"}, want: "pending approved by alice — 1st in the merge queue for main"},
 		{name: "waiting for checks", d: &events.MergeWaiting{Base: b, BaseBranch: "main", Checks: []string{"ci/build", "lint"}},
 			want: "pending approved by alice — waiting for checks: ci/build, lint"},
+		{name: "review timeout", d: &events.ReviewTimeout{Base: b, Reason: events.ReasonReviewTimeout},
+			want: "error needs a human: review timeout (label human-review-required)"},
+		{name: "escalated", d: &events.Escalated{Base: b, Reason: events.ReasonReviewTimeout}, want: ""},
+		{name: "approved after all", d: &events.ReviewApproved{Base: b, Status: events.StatusApproved, Approvers: []string{"alice"}},
+			want: "pending approved by alice — waiting for checks: ci/build, lint"},
 		{name: "merged", d: &events.Merged{Base: b, MergeSHA: "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678"}, want: "success merged as a1b2c3d"},
 	}
 	var want []string
 	for _, s := range steps {
 		e.publish(s.d)
+		if s.want == "" {
+			continue // the same line
+		}
 		e.waitLine(s.want)
 		want = append(want, s.want)
 		assert.Equal(t, want, e.history(), "after %s: one write per line", s.name)
