@@ -22,6 +22,8 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/logging"
+	"github.com/prloop/prloop/pkg/prstatus"
+	"github.com/prloop/prloop/services/poller"
 )
 
 // demoAgent is the demo's coding agent: a script that really edits the PR's
@@ -126,6 +128,11 @@ the other is never reviewed and is escalated to a human.
 	fmt.Fprintf(stdout, "services log to %s\n\n", logPath)
 
 	play := &demoPlay{w: w, out: stdout, color: color, start: time.Now()}
+	for _, s := range services {
+		if ps, ok := s.(*poller.Service); ok && ps.StatusWriter() != nil {
+			ps.StatusWriter().SetOnWrite(play.onStatus)
+		}
+	}
 	cons, err := rt.JS.OrderedConsumer(runCtx, events.StreamName, jetstream.OrderedConsumerConfig{})
 	if err != nil {
 		return fmt.Errorf("read events: %w", err)
@@ -248,6 +255,8 @@ func demoEnvironment(w *demoWorld) error {
 		"PRLOOP_MERGE_METHOD":         "squash",
 		"PRLOOP_MERGE_POLL_INTERVAL":  "1s",
 		"PRLOOP_DRY_RUN":              "false",
+		"PRLOOP_POST_STATUS":          "true",
+		"PRLOOP_STATUS_COALESCE":      "300ms",
 	}
 	for k, v := range set {
 		if err := os.Setenv(k, v); err != nil {
@@ -274,6 +283,8 @@ type demoPlay struct {
 	finished  chan struct{}
 	once      sync.Once
 	status    string
+	// lastStatus is prloop's latest commit status line per PR.
+	lastStatus map[string]prstatus.Line
 }
 
 func (p *demoPlay) done() <-chan struct{} {
@@ -303,7 +314,35 @@ func (p *demoPlay) onMessage(m jetstream.Msg) {
 		p.status = fmt.Sprintf("\x1b[2m… %s elapsed, %d events\x1b[0m", time.Since(p.start).Round(time.Second), p.lines)
 		fmt.Fprint(p.out, p.status)
 	}
-	if p.merged != nil && p.escalated != nil {
+	p.finish()
+}
+
+// onStatus prints each commit status prloop writes, as the simulator
+// shows it on the PR's head.
+func (p *demoPlay) onStatus(pr ghref.PR, _ string, l prstatus.Line) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.color && p.status != "" {
+		fmt.Fprint(p.out, "\r\x1b[K")
+	}
+	fmt.Fprintf(p.out, "%s  status  %s  %s\n", pr, l.State, l.Text)
+	if p.lastStatus == nil {
+		p.lastStatus = map[string]prstatus.Line{}
+	}
+	p.lastStatus[pr.Key()] = l
+	if p.color && p.status != "" {
+		fmt.Fprint(p.out, p.status)
+	}
+	p.finish()
+}
+
+// finish ends the play once both PRs reached their end and prloop's
+// status on each says so (it follows the events by up to a coalescing
+// window): nothing is left to print after the summary. p.mu is held.
+func (p *demoPlay) finish() {
+	final := p.lastStatus[p.w.reviewed.Key()].State == prstatus.Success && strings.HasPrefix(p.lastStatus[p.w.reviewed.Key()].Text, "merged") &&
+		p.lastStatus[p.w.neglected.Key()].State == prstatus.Error
+	if p.merged != nil && p.escalated != nil && final {
 		p.once.Do(func() {
 			if p.finished == nil {
 				p.finished = make(chan struct{})

@@ -41,6 +41,17 @@ func TestDemo_PlaysTheWholeLoop(t *testing.T) {
 	assert.Equal(t, []string{"PRWatchRequested", "PRReviewPending", "ReviewTimeout", "PREscalated"}, seq("demo/widgets#2"), out)
 	assert.Contains(t, out, "Both PRs reached their end.")
 	assert.Regexp(t, `squash-merged as [0-9a-f]{7}; main now ends in [0-9a-f]{7}`, out)
+
+	// prloop's commit status moves with the PR (a burst may skip a line).
+	for _, want := range []string{
+		`(?m)^demo/widgets#1  status  pending  waiting for review$`,
+		`(?m)^demo/widgets#1  status  pending  changes requested by alice — agent fixing \(cycle 1 of 2\)$`,
+		`(?m)^demo/widgets#1  status  success  merged as [0-9a-f]{7}$`,
+		`(?m)^demo/widgets#2  status  error  needs a human: review timeout \(label human-review-required\)$`,
+	} {
+		assert.Regexp(t, want, out)
+	}
+	assert.Less(t, strings.Index(out, "demo/widgets#1  status  success  merged as"), strings.Index(out, "Summary"), "the final status before the summary")
 }
 
 // TestDemo_KeepShowsNothingAfterTheSummary runs `prloop demo -keep`, which

@@ -108,6 +108,12 @@ func wantNATSUsers() map[string]natsUser {
 			pub = append(pub, kvRead(b)...)
 		}
 		if name == poller.Name {
+			// The status writer follows the stream with an ordered
+			// consumer (prstatus.Follower): ephemeral, random names.
+			pub = append(pub,
+				"$JS.API.CONSUMER.CREATE."+events.StreamName+".*", "$JS.API.CONSUMER.CREATE."+events.StreamName+".*.>",
+				"$JS.API.CONSUMER.DELETE."+events.StreamName+".*", "$JS.API.CONSUMER.INFO."+events.StreamName+".*",
+				"$JS.API.CONSUMER.MSG.NEXT."+events.StreamName+".*")
 			pub = append(pub, poller.KickSubject)
 			sub = append(sub, poller.KickSubject)
 		}

@@ -51,7 +51,7 @@ func (s *Sim) CreateRepo(owner, name string, files map[string]string) (ghref.Rep
 	rp := &repo{
 		ref: ref, id: s.newID(), owner: ou, dir: dir, created: now, defBranch: "main", pushed: now, updated: now,
 		perms: map[string]string{}, contributors: map[int64]bool{}, prs: map[int]*pr{}, nextNumber: 1,
-		labels: map[string]*label{}, statuses: map[string][]*commitStatus{}, checks: map[string][]*checkRun{},
+		labels: map[string]*label{}, statuses: map[string][]*commitStatus{}, statusLog: map[string][]*commitStatus{}, checks: map[string][]*checkRun{},
 		merges: map[[2]string]mergeInfo{}, refs: map[string]refEntry{},
 	}
 	s.repos[ref.Key()] = rp // reserve the name while git runs
@@ -384,10 +384,37 @@ func (s *Sim) SetStatus(repo ghref.Repo, sha, context, state string) error {
 	if err != nil {
 		return err
 	}
-	if err := s.setStatus(rp, sha, context, state, s.Now()); err != nil {
+	if _, err := s.setStatus(rp, sha, statusIn{context: context, state: state}, s.Now()); err != nil {
 		return fmt.Errorf("set status %s on %s@%s: %w", context, repo, sha, err)
 	}
 	return nil
+}
+
+// StatusRecord is one commit status as it was set.
+type StatusRecord struct {
+	Context, State, Description, TargetURL string
+	// Creator is the login of whoever set it through the API ("" when set
+	// with SetStatus).
+	Creator string
+}
+
+// StatusHistory returns every status set on sha for context (all contexts
+// when context is ""), oldest first, like GitHub's list of a ref's statuses
+// read backwards.
+func (s *Sim) StatusHistory(repo ghref.Repo, sha, context string) ([]StatusRecord, error) {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return nil, err
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	var out []StatusRecord
+	for _, st := range rp.statusLog[sha] {
+		if context == "" || st.context == context {
+			out = append(out, StatusRecord{Context: st.context, State: st.state, Description: st.description, TargetURL: st.targetURL, Creator: st.creator})
+		}
+	}
+	return out, nil
 }
 
 // SetCheckRun creates or updates the check run name on sha (or a branch):

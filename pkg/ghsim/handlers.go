@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 func (s *Sim) routes() {
@@ -47,6 +48,7 @@ func (s *Sim) routes() {
 	s.handle("GET /user", s.getUser)
 	s.handle("GET "+r+"/commits/{ref}", s.getCommit)
 	s.handle("GET "+r+"/commits/{ref}/status", s.combinedStatus)
+	s.handle("POST "+r+"/statuses/{sha}", s.createStatus)
 	s.handle("GET "+r+"/commits/{ref}/check-runs", s.checkRuns)
 	s.handle("GET "+r+"/collaborators/{username}/permission", s.permission)
 	s.handle("GET "+r+"/rules/branches/{branch}", s.branchRulesHandler)
@@ -891,16 +893,65 @@ func (s *Sim) combinedStatus(c *reqCtx) *result {
 		case st.state == "pending" && state != "failure":
 			state = "pending"
 		}
-		sts = append(sts, jStatus{
-			URL: u + "/statuses/" + sha, AvatarURL: strp("https://avatars.githubusercontent.com/u/9919?v=4"), ID: st.id,
-			NodeID: nodeID("013:StatusContext", st.id), State: st.state, Description: strp(st.context + " " + st.state),
-			Context: st.context, CreatedAt: ts(st.created), UpdatedAt: ts(st.updated),
-		})
+		sts = append(sts, statusWire(u, sha, st))
 	}
 	return jsonResult(200, jCombinedStatus{
 		State: state, Statuses: sts, SHA: sha, TotalCount: len(sts), Repository: s.repoJSON(rp, c.base),
 		CommitURL: u + "/commits/" + sha, URL: u + "/commits/" + sha + "/status",
 	})
+}
+
+// statusWire is a commit status as GitHub renders it; a status set without
+// a description (SetStatus) describes itself, as CI systems' statuses do.
+func statusWire(u, sha string, st *commitStatus) jStatus {
+	desc := st.description
+	if desc == "" {
+		desc = st.context + " " + st.state
+	}
+	var target *string
+	if st.targetURL != "" {
+		target = strp(st.targetURL)
+	}
+	return jStatus{
+		URL: u + "/statuses/" + sha, AvatarURL: strp("https://avatars.githubusercontent.com/u/9919?v=4"), ID: st.id,
+		NodeID: nodeID("013:StatusContext", st.id), State: st.state, Description: strp(desc), TargetURL: target,
+		Context: st.context, CreatedAt: ts(st.created), UpdatedAt: ts(st.updated),
+	}
+}
+
+// createStatus is POST /repos/{owner}/{repo}/statuses/{sha}. GitHub
+// accepts only a full SHA here, not a branch name.
+func (s *Sim) createStatus(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	sha := c.r.PathValue("sha")
+	if !isSHA(sha) {
+		return errResult(422, "No commit found for SHA: "+sha)
+	}
+	var in struct {
+		State       string `json:"state"`
+		Description string `json:"description"`
+		TargetURL   string `json:"target_url"`
+		Context     string `json:"context"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	if utf8.RuneCountInString(in.Description) > 140 {
+		// GitHub keeps 140 characters; longer is refused.
+		return validation(jErrItem{Resource: "Status", Field: "description", Code: "custom"})
+	}
+	creator := ""
+	if c.user != nil {
+		creator = c.user.login
+	}
+	st, err := s.setStatus(rp, sha, statusIn{context: in.Context, state: in.State, description: in.Description, targetURL: in.TargetURL, creator: creator}, c.now)
+	if err != nil {
+		return resultOf(err)
+	}
+	return jsonResult(201, statusWire(rp.apiURL(c.base), sha, st))
 }
 
 func (s *Sim) checkRuns(c *reqCtx) *result {

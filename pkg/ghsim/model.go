@@ -124,11 +124,14 @@ type review struct {
 }
 
 type commitStatus struct {
-	id      int64
-	context string
-	state   string
-	created time.Time
-	updated time.Time
+	id          int64
+	context     string
+	state       string
+	description string
+	targetURL   string
+	creator     string
+	created     time.Time
+	updated     time.Time
 }
 
 type checkRun struct {
@@ -233,13 +236,17 @@ type repo struct {
 	icomments    []*issueComment   // all issue comments, oldest first
 	rcomments    []*reviewComment  // all review comments, oldest first
 	statuses     map[string][]*commitStatus
-	checks       map[string][]*checkRun
-	rules        map[string]*branchRules // branch -> its required checks (SetRequiredChecks)
-	merges       map[[2]string]mergeInfo
-	refs         map[string]refEntry
-	packed       packedRefs
-	ver          uint64 // moves when the embedded repo JSON changes
-	repoCache    cacheSlot
+	// statusLog is every status ever set per sha, oldest first (GitHub
+	// keeps them all and lists them; the combined status shows the latest
+	// per context).
+	statusLog map[string][]*commitStatus
+	checks    map[string][]*checkRun
+	rules     map[string]*branchRules // branch -> its required checks (SetRequiredChecks)
+	merges    map[[2]string]mergeInfo
+	refs      map[string]refEntry
+	packed    packedRefs
+	ver       uint64 // moves when the embedded repo JSON changes
+	repoCache cacheSlot
 }
 
 type refEntry struct {

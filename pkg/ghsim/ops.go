@@ -523,27 +523,38 @@ func (rp *repo) resolveRef(ref string) (string, bool) {
 	return rp.readRef(ref)
 }
 
-func (s *Sim) setStatus(rp *repo, ref, context, state string, now time.Time) error {
-	if !slices.Contains(statusStates, state) {
-		return invalid("Status", "state", "invalid")
+// statusIn is a commit status to set.
+type statusIn struct {
+	context, state, description, targetURL, creator string
+}
+
+// setStatus sets a commit status on ref and returns it with the sha it is
+// on; rp.mu must not be held.
+func (s *Sim) setStatus(rp *repo, ref string, in statusIn, now time.Time) (*commitStatus, error) {
+	if !slices.Contains(statusStates, in.state) {
+		return nil, invalid("Status", "state", "invalid")
 	}
-	if context == "" {
-		context = "default"
+	if in.context == "" {
+		in.context = "default"
 	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	sha, ok := rp.resolveRef(ref)
 	if !ok {
-		return apiErr(422, "No commit found for SHA: "+ref)
+		return nil, apiErr(422, "No commit found for SHA: "+ref)
 	}
-	st := &commitStatus{id: s.newID(), context: context, state: state, created: now, updated: now}
+	st := &commitStatus{
+		id: s.newID(), context: in.context, state: in.state, description: in.description, targetURL: in.targetURL,
+		creator: in.creator, created: now, updated: now,
+	}
 	list := rp.statuses[sha]
-	if i := slices.IndexFunc(list, func(x *commitStatus) bool { return x.context == context }); i >= 0 {
+	if i := slices.IndexFunc(list, func(x *commitStatus) bool { return x.context == in.context }); i >= 0 {
 		list[i] = st
 	} else {
 		rp.statuses[sha] = append(list, st)
 	}
-	return nil
+	rp.statusLog[sha] = append(rp.statusLog[sha], st)
+	return st, nil
 }
 
 var (

@@ -371,6 +371,36 @@ func (c *Client) GetCombinedStatus(ctx context.Context, repo ghref.Repo, ref str
 	return out, nil
 }
 
+// StatusInput is a commit status to set (POST /repos/{o}/{r}/statuses/{sha}).
+type StatusInput struct {
+	// State is pending, success, failure or error.
+	State string `json:"state"`
+	// Description is one line; GitHub keeps 140 characters.
+	Description string `json:"description,omitempty"`
+	// TargetURL is where the status links to; empty for none.
+	TargetURL string `json:"target_url,omitempty"`
+	// Context names the status; a later status with the same context
+	// replaces it in the combined status.
+	Context string `json:"context"`
+}
+
+// CreateStatus sets a commit status on sha (a full SHA: GitHub does not
+// take a branch here). Setting the same status again only adds a
+// duplicate to the SHA's history, so a retried request is harmless.
+func (c *Client) CreateStatus(ctx context.Context, repo ghref.Repo, sha string, in StatusInput) (*gh.RepoStatus, error) {
+	if err := repo.Validate(); err != nil {
+		return nil, fmt.Errorf("create status: %w", err)
+	}
+	if sha == "" {
+		return nil, fmt.Errorf("create status %s on %s: %w", in.Context, repo, errors.New("empty sha"))
+	}
+	st, _, err := doJSON[*gh.RepoStatus](ctx, c, http.MethodPost, repoPath(repo)+"/statuses/"+url.PathEscape(sha), in, true)
+	if err != nil {
+		return nil, fmt.Errorf("create status %s on %s@%s: %w", in.Context, repo, sha, err)
+	}
+	return st, nil
+}
+
 // ListCheckRuns lists every check run of ref (a SHA or branch).
 func (c *Client) ListCheckRuns(ctx context.Context, repo ghref.Repo, ref string) ([]*gh.CheckRun, error) {
 	if err := repo.Validate(); err != nil {

@@ -145,6 +145,35 @@ func TestClient_MethodsAgainstSimulator(t *testing.T) {
 		assert.Equal(t, "success", runs[0].GetConclusion())
 	})
 
+	t.Run("create status", func(t *testing.T) {
+		in := StatusInput{State: "pending", Description: "👀 bob is reviewing", Context: "prloop", TargetURL: "https://prloop.example/"}
+		st, err := e.client.CreateStatus(ctx, e.repo, info.HeadSHA, in)
+		require.NoError(t, err)
+		assert.Equal(t, "prloop", st.GetContext())
+		in.State, in.Description, in.TargetURL = "success", "merged as a1b2c3d", ""
+		_, err = e.client.CreateStatus(ctx, e.repo, info.HeadSHA, in)
+		require.NoError(t, err)
+		cs, err := e.client.GetCombinedStatus(ctx, e.repo, info.HeadSHA)
+		require.NoError(t, err)
+		var own []string
+		for _, s := range cs.Statuses {
+			if s.GetContext() == "prloop" {
+				own = append(own, s.GetState()+" "+s.GetDescription())
+			}
+		}
+		assert.Equal(t, []string{"success merged as a1b2c3d"}, own, "the latest status per context, with its description")
+		hist, err := e.sim.StatusHistory(e.repo, info.HeadSHA, "prloop")
+		require.NoError(t, err)
+		require.Len(t, hist, 2)
+		assert.Equal(t, ghsim.StatusRecord{Context: "prloop", State: "pending", Description: "👀 bob is reviewing", TargetURL: "https://prloop.example/", Creator: "alice"}, hist[0])
+
+		_, err = e.client.CreateStatus(ctx, e.repo, "main", in)
+		require.ErrorIs(t, err, ErrValidation, "a branch name is not a SHA")
+		in.Description = strings.Repeat("x", 141)
+		_, err = e.client.CreateStatus(ctx, e.repo, info.HeadSHA, in)
+		require.ErrorIs(t, err, ErrValidation, "GitHub keeps 140 characters")
+	})
+
 	t.Run("permissions", func(t *testing.T) {
 		for _, perm := range []string{"admin", "maintain", "write", "triage", "read"} {
 			require.NoError(t, e.sim.SetPermission(e.repo, "carol", perm))

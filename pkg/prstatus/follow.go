@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/events"
@@ -74,7 +75,9 @@ func (f *Follower) Run(ctx context.Context, js Stream) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) {
+		// An idle stream ends the wait with any of these, depending on
+		// whether the client's or the server's clock ran out first.
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
 			f.once.Do(func() { close(f.caughtUp) })
 			continue
 		}

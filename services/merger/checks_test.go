@@ -71,7 +71,7 @@ func TestMerger_RequiredCheckAwaitedOnOwnUpdate(t *testing.T) {
 			e.approve(pr, old, "1")
 
 			head := e.updatedHead(pr, old)
-			require.NoError(t, e.sim.SetStatus(e.repo, head, merger.StatusContext, "success"))
+			require.NoError(t, e.sim.SetStatus(e.repo, head, merger.DefaultStatusContext, "success"))
 			e.waitPolls(5)
 			assert.Zero(t, e.routeCount(routeMerge), "nothing reported on the new head: not merged")
 			require.NoError(t, e.sim.SetStatus(e.repo, head, "ci/build", "pending"))
@@ -96,7 +96,7 @@ func TestMerger_ChecksOfTheOldHeadAwaitedOnTheNew(t *testing.T) {
 	pr, old := e.behindPR("feat")
 	require.NoError(t, e.sim.SetStatus(e.repo, old, "ci", "success"))
 	require.NoError(t, e.sim.SetCheckRun(e.repo, old, "build", "completed", "success"))
-	require.NoError(t, e.sim.SetStatus(e.repo, old, merger.StatusContext, "success"))
+	require.NoError(t, e.sim.SetStatus(e.repo, old, merger.DefaultStatusContext, "success"))
 	e.start(config(), "replica-1")
 	e.approve(pr, old, "1")
 

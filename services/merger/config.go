@@ -21,10 +21,9 @@ const (
 	UpdateRebase = "rebase"
 )
 
-// StatusContext is the context of prloop's own commit status. It is never
-// counted as a check: a status prloop sets must not make its own gate
-// green. (It may become configurable as PRLOOP_STATUS_CONTEXT.)
-const StatusContext = "prloop"
+// DefaultStatusContext is the context of prloop's own commit status when
+// PRLOOP_STATUS_CONTEXT is not set.
+const DefaultStatusContext = "prloop"
 
 // Config is the merger's configuration, read from PRLOOP_* variables.
 type Config struct {
@@ -71,6 +70,20 @@ type Config struct {
 	// GitHubLogin is prloop's own GitHub login, whose signals never count;
 	// empty asks GitHub (GET /user) at start.
 	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
+	// StatusContext is the context of prloop's own commit status (the
+	// poller writes it). It is never counted as a check: prloop's own
+	// status, pending while the PR waits in the queue, must neither hold
+	// up nor make green the gate of its own merge.
+	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop"`
+}
+
+// statusContext is PRLOOP_STATUS_CONTEXT, DefaultStatusContext when unset
+// (a Config built in code).
+func (c Config) statusContext() string {
+	if s := strings.TrimSpace(c.StatusContext); s != "" {
+		return s
+	}
+	return DefaultStatusContext
 }
 
 // requiredChecks returns PRLOOP_REQUIRED_CHECKS without the spaces around

@@ -49,6 +49,10 @@ type Checks struct {
 	Failed, Pending []string
 	// Missing names the expected checks that have not reported on the head.
 	Missing []string
+	// Waiting names, bare and once each, every check the head still waits
+	// for: pending statuses and check runs, and the missing ones
+	// (PRMergeWaiting's checks).
+	Waiting []string
 	// Reported names every check that reported on the head (status
 	// contexts and check run names, prloop's own status excepted): what the
 	// merger remembers for the PR's later heads.
@@ -73,7 +77,8 @@ type ChecksInput struct {
 	Required []string
 	// Seen names the checks that reported on earlier heads of the PR.
 	Seen []string
-	// Own is prloop's own status context (StatusContext): never a check.
+	// Own is prloop's own status context (PRLOOP_STATUS_CONTEXT): never a
+	// check.
 	Own string
 	// Combined is GitHub's combined status of the head, which holds the
 	// latest status per context; Runs are the head's check runs.
@@ -107,6 +112,7 @@ func EvaluateChecks(in ChecksInput) Checks {
 		case "success":
 		case "pending":
 			c.Pending = append(c.Pending, name)
+			c.Waiting = append(c.Waiting, st.GetContext())
 		default: // failure, error
 			c.Failed = append(c.Failed, name)
 		}
@@ -126,6 +132,7 @@ func EvaluateChecks(in ChecksInput) Checks {
 		switch {
 		case r.GetStatus() != "completed":
 			c.Pending = append(c.Pending, name)
+			c.Waiting = append(c.Waiting, r.GetName())
 		case r.GetConclusion() == "success", r.GetConclusion() == "neutral", r.GetConclusion() == "skipped":
 		default: // failure, cancelled, timed_out, action_required, stale, startup_failure
 			c.Failed = append(c.Failed, name+" ("+r.GetConclusion()+")")
@@ -137,6 +144,7 @@ func EvaluateChecks(in ChecksInput) Checks {
 		}
 		c.Missing = append(c.Missing, name)
 		c.Pending = append(c.Pending, name+" (not reported)")
+		c.Waiting = append(c.Waiting, name)
 	}
 	for name := range reported {
 		c.Reported = append(c.Reported, name)
@@ -145,6 +153,8 @@ func EvaluateChecks(in ChecksInput) Checks {
 	slices.Sort(c.Pending)
 	slices.Sort(c.Missing)
 	slices.Sort(c.Reported)
+	slices.Sort(c.Waiting)
+	c.Waiting = slices.Compact(c.Waiting)
 	switch {
 	case len(c.Failed) > 0:
 		c.State = ChecksFailed

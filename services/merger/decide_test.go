@@ -52,11 +52,11 @@ func TestEvaluateChecks(t *testing.T) {
 		{name: "a failure wins over a missing check", required: []string{"ci/build"}, runs: []*gh.CheckRun{run(1, "lint", "completed", "failure")},
 			want: ChecksFailed, failed: []string{"check lint (failure)"}, pending: []string{"ci/build (not reported)"},
 			missing: []string{"ci/build"}, reported: []string{"lint"}},
-		{name: "prloop's own status is not a check", combined: statuses(status(StatusContext, "success")), want: ChecksGreen},
-		{name: "prloop's own status does not satisfy a requirement", required: []string{"ci/build"}, combined: statuses(status(StatusContext, "success")),
+		{name: "prloop's own status is not a check", combined: statuses(status(DefaultStatusContext, "success")), want: ChecksGreen},
+		{name: "prloop's own status does not satisfy a requirement", required: []string{"ci/build"}, combined: statuses(status(DefaultStatusContext, "success")),
 			want: ChecksPending, pending: []string{"ci/build (not reported)"}, missing: []string{"ci/build"}},
-		{name: "prloop's own failing status does not fail", combined: statuses(status(StatusContext, "failure")), want: ChecksGreen},
-		{name: "prloop's own status is never expected", required: []string{StatusContext}, seen: []string{StatusContext}, want: ChecksGreen},
+		{name: "prloop's own failing status does not fail", combined: statuses(status(DefaultStatusContext, "failure")), want: ChecksGreen},
+		{name: "prloop's own status is never expected", required: []string{DefaultStatusContext}, seen: []string{DefaultStatusContext}, want: ChecksGreen},
 		{name: "all passed", combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{status("ci", "success")}},
 			runs: []*gh.CheckRun{run(1, "build", "completed", "success"), run(2, "lint", "completed", "neutral"), run(3, "docs", "completed", "skipped")}, want: ChecksGreen},
 		{name: "pending status", combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{status("ci", "pending")}}, want: ChecksPending, pending: []string{"status ci"}},
@@ -75,7 +75,7 @@ func TestEvaluateChecks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := EvaluateChecks(ChecksInput{Required: tt.required, Seen: tt.seen, Own: StatusContext, Combined: tt.combined, Runs: tt.runs})
+			got := EvaluateChecks(ChecksInput{Required: tt.required, Seen: tt.seen, Own: DefaultStatusContext, Combined: tt.combined, Runs: tt.runs})
 			assert.Equal(t, tt.want, got.State, got.Summary())
 			assert.Equal(t, tt.failed, got.Failed)
 			assert.Equal(t, tt.pending, got.Pending)

@@ -2,9 +2,12 @@ package merger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -64,6 +67,9 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		if s.cfg.RequireChecks && live && v.HeadSHA == st.Head {
 			if checks, err = s.checks(ctx, &st, v.HeadSHA); err != nil {
 				return s.retryLater(ctx, &st, err, log)
+			}
+			if err := s.announceWaiting(ctx, &st, checks); err != nil {
+				return s.saved(err)
 			}
 		}
 		var approval ApprovalCheck
@@ -242,7 +248,7 @@ func (s *Service) checks(ctx context.Context, st *stored, head string) (Checks, 
 		return Checks{}, err
 	}
 	c := EvaluateChecks(ChecksInput{
-		Required: union(required, s.cfg.requiredChecks()), Seen: st.SeenChecks, Own: StatusContext,
+		Required: union(required, s.cfg.requiredChecks()), Seen: st.SeenChecks, Own: s.cfg.statusContext(),
 		Combined: combined, Runs: runs,
 	})
 	if seen := union(st.SeenChecks, c.Reported); len(seen) > len(st.SeenChecks) {
@@ -252,6 +258,30 @@ func (s *Service) checks(ctx context.Context, st *stored, head string) (Checks, 
 		}
 	}
 	return c, nil
+}
+
+// announceWaiting publishes PRMergeWaiting with the checks the head waits
+// for whenever that set changed since the entry last said so for this head,
+// and an empty list once none is left (nothing when there never was one).
+// The event id is the head, the entry's count of announcements and the
+// names: a publish retried after a crash before the entry was saved is the
+// same event, dropped as a duplicate, while a set that comes back (a check
+// re-run) is a new one.
+func (s *Service) announceWaiting(ctx context.Context, st *stored, c Checks) error {
+	said := st.WaitingHead == st.Head
+	if (!said && len(c.Waiting) == 0) || (said && slices.Equal(c.Waiting, st.WaitingFor)) {
+		return nil
+	}
+	n := strconv.Itoa(st.Announced + 1)
+	sum := sha256.Sum256([]byte(strings.Join(c.Waiting, "\n")))
+	if _, _, err := s.emit.Emit(ctx, &events.MergeWaiting{
+		Base: events.Base{PR: st.PR, HeadSHA: st.Head}, BaseBranch: st.Base, Checks: slices.Clone(c.Waiting),
+	}, st.Head, n, hex.EncodeToString(sum[:8])); err != nil {
+		return err
+	}
+	st.Announced++
+	st.WaitingHead, st.WaitingFor = st.Head, slices.Clone(c.Waiting)
+	return s.q.save(ctx, st)
 }
 
 // updateBranch brings the head up to date with its base and makes the new

@@ -62,6 +62,11 @@ type Entry struct {
 	UpdatingTo   string `json:"updating_to,omitempty"`
 	// MergingHead is the head a merge was requested for.
 	MergingHead string `json:"merging_head,omitempty"`
+	// WaitingFor are the checks PRMergeWaiting last said WaitingHead waits
+	// for; Announced counts those events (part of their ids).
+	WaitingHead string   `json:"waiting_head,omitempty"`
+	WaitingFor  []string `json:"waiting_for,omitempty"`
+	Announced   int      `json:"announced,omitempty"`
 	// WaitingSince is when the merger began waiting on Head.
 	WaitingSince time.Time `json:"waiting_since,omitzero"`
 	// Refusals counts refused merges and branch updates (405, 409, 422).

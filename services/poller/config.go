@@ -9,6 +9,7 @@ import (
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/review"
 )
 
@@ -44,6 +45,28 @@ type Config struct {
 	// GitHubLogin is prloop's own GitHub login, whose signals never count;
 	// empty asks GitHub (GET /user) at start.
 	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
+
+	// PostStatus writes prloop's commit status (where the PR stands, in
+	// one line) on the head of every watched PR.
+	PostStatus bool `envconfig:"PRLOOP_POST_STATUS" default:"true"`
+	// StatusContext is that status's context; the merger never counts it
+	// as a check.
+	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop"`
+	// StatusCoalesce is the window in which a PR's changes make one write.
+	StatusCoalesce time.Duration `envconfig:"PRLOOP_STATUS_COALESCE" default:"2s"`
+	// DryRun logs the status instead of writing it.
+	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false"`
+	// MaxFixCycles is the feedback service's PRLOOP_MAX_FIX_CYCLES (same
+	// default), read here only for the status line's "cycle 1 of 2".
+	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2"`
+}
+
+// StatusOptions are the status writer's settings.
+func (c Config) StatusOptions() StatusOptions {
+	return StatusOptions{
+		Context: c.StatusContext, Coalesce: c.StatusCoalesce, DryRun: c.DryRun,
+		Line: prstatus.Options{MaxFixCycles: c.MaxFixCycles, Label: c.EscalationLabel},
+	}
 }
 
 // Validate checks the configuration; errors name the variable.
@@ -65,6 +88,12 @@ func (c Config) Validate() error {
 	}
 	if c.ReviewTimeout < 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_REVIEW_TIMEOUT=%s: want a positive duration, or 0 to disable", c.ReviewTimeout))
+	}
+	if c.PostStatus && strings.TrimSpace(c.StatusContext) == "" {
+		errs = append(errs, errors.New("PRLOOP_STATUS_CONTEXT is empty: want a status context such as prloop"))
+	}
+	if c.StatusCoalesce < 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_STATUS_COALESCE=%s: want 0 or a positive duration such as 2s", c.StatusCoalesce))
 	}
 	return errors.Join(errs...)
 }

@@ -93,6 +93,9 @@ type Deps struct {
 	// Metrics counts probes, evaluations, transitions and deliveries;
 	// default metrics registered nowhere.
 	Metrics *metrics.Poller
+	// Status, when set, writes prloop's commit status while the poller
+	// runs (PRLOOP_POST_STATUS).
+	Status *StatusWriter
 }
 
 // KickBus carries kicks between poller replicas. Kicks only hurry an
@@ -212,6 +215,15 @@ func (s *Service) Run(ctx context.Context) error {
 		if err := s.d.Kicks.Subscribe(ctx, s.Kick); err != nil {
 			return fmt.Errorf("subscribe to poller kicks: %w", err)
 		}
+	}
+	if st := s.d.Status; st != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := st.Run(ctx); err != nil && ctx.Err() == nil {
+				s.d.Log.Warn("the commit status writer stopped", "err", err)
+			}
+		}()
 	}
 	if s.d.NewPRs != nil {
 		s.wg.Add(1)

@@ -34,10 +34,17 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	if err != nil {
 		return nil, fmt.Errorf("open kv bucket %s: %w", state.Bucket, err)
 	}
+	var status *StatusWriter
+	sharder := NewSharder(leases, leaseTTL(cfg.PollInterval), log)
+	if cfg.PostStatus {
+		opts := cfg.StatusOptions()
+		opts.Owns = sharder.Owns
+		status = NewStatusWriter(opts, client, js, log.With("part", "status"))
+	}
 	s := New(cfg, Deps{
 		GitHub: client, Store: rt.Store, JS: js, Log: log, Self: self,
-		Merged:  MergedByPrloop(js),
-		Shard:   NewSharder(leases, leaseTTL(cfg.PollInterval), log),
+		Merged: MergedByPrloop(js),
+		Shard:  sharder, Status: status,
 		Kicks:   natsKicks{nc: rt.Conn.NC},
 		NewPRs:  WatchNewPRs(prs),
 		Metrics: metrics.NewPoller(rt.Registry),
@@ -48,6 +55,10 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	}
 	return s, nil
 }
+
+// StatusWriter is the poller's commit status writer (nil when
+// PRLOOP_POST_STATUS is off).
+func (s *Service) StatusWriter() *StatusWriter { return s.d.Status }
 
 // StreamReader is the part of jetstream.JetStream that MergedByPrloop reads.
 type StreamReader interface {
