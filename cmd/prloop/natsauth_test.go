@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,7 @@ import (
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/proctest"
+	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/escalator"
 	"github.com/prloop/prloop/services/feedback"
@@ -49,6 +51,22 @@ var ownBuckets = map[string][]string{
 	feedback.Name:  {feedback.Bucket},
 	merger.Name:    {merger.Bucket},
 	escalator.Name: {escalator.ClaimBucket},
+}
+
+// pageHosts are the services whose HTTP server also serves the web page
+// (their cmd/<name>/main.go) in a split deployment.
+var pageHosts = []string{merger.Name, poller.Name}
+
+// followPermissions are what the page's prstatus.Follower needs: an
+// ephemeral ordered consumer of pr.> with a name of the client's choosing
+// (a nuid, so any name), its info and its messages. Not DELETE: the client
+// deletes an ordered consumer only when it resets it, best effort, and the
+// server removes it once inactive; a service must not delete another's
+// durable consumer.
+var followPermissions = []string{
+	"$JS.API.CONSUMER.CREATE." + events.StreamName + ".*.pr.>",
+	"$JS.API.CONSUMER.INFO." + events.StreamName + ".*",
+	"$JS.API.CONSUMER.MSG.NEXT." + events.StreamName + ".*",
 }
 
 // natsUser is what one NATS user may publish and subscribe to.
@@ -110,6 +128,9 @@ func wantNATSUsers() map[string]natsUser {
 		if name == poller.Name {
 			pub = append(pub, poller.KickSubject)
 			sub = append(sub, poller.KickSubject)
+		}
+		if slices.Contains(pageHosts, name) {
+			pub = append(pub, followPermissions...)
 		}
 		users[name] = natsUser{publish: pub, subscribe: sub}
 	}
@@ -383,4 +404,38 @@ func TestNATSKeys_MakesAKeyPerUserOnce(t *testing.T) {
 	fi, err := os.Stat(dir)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "other users of the host cannot reach the seeds")
+}
+
+// TestNATSAuth_PageHostsFollowTheStream follows the event stream as the web
+// page does, as each service that serves it, against NATS started from the
+// deployment's configuration.
+func TestNATSAuth_PageHostsFollowTheStream(t *testing.T) {
+	t.Parallel()
+	url := startDeployNATS(t)
+	require.NoError(t, events.EnsureStreams(t.Context(), connectAs(t, url, poller.Name).JS, events.StreamOptions{}), "the poller ensures the streams")
+	cli := connectAs(t, url, events.PublisherCLI)
+	pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: 1}
+	_, _, err := events.NewEmitter(cli.JS, events.PublisherCLI).Emit(t.Context(), &events.WatchRequested{Base: events.Base{PR: pr}, Actor: "test"}, "1")
+	require.NoError(t, err)
+	for _, user := range pageHosts {
+		t.Run(user, func(t *testing.T) {
+			t.Parallel()
+			c := connectAs(t, url, user)
+			f := prstatus.NewFollower(slog.New(slog.NewTextHandler(io.Discard, nil)))
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			ran := make(chan error, 1)
+			go func() { ran <- f.Run(ctx, c.JS) }()
+			select {
+			case err := <-ran:
+				require.Fail(t, "cannot follow", "%s: %v", user, err)
+			case <-f.CaughtUp():
+			}
+			f.View(func(b *prstatus.Board) {
+				assert.Equal(t, "waiting for review", b.Line(pr, prstatus.Options{}).Text)
+			})
+			cancel()
+			require.NoError(t, <-ran)
+		})
+	}
 }
