@@ -408,18 +408,31 @@ func TestNATSKeys_MakesAKeyPerUserOnce(t *testing.T) {
 
 // TestNATSAuth_PageHostsFollowTheStream follows the event stream as the web
 // page does, as each service that serves it, against NATS started from the
-// deployment's configuration.
+// deployment's configuration, with one consumer all along (a consumer per
+// event would need a DELETE they do not have, and leave one behind each).
 func TestNATSAuth_PageHostsFollowTheStream(t *testing.T) {
 	t.Parallel()
 	url := startDeployNATS(t)
-	require.NoError(t, events.EnsureStreams(t.Context(), connectAs(t, url, poller.Name).JS, events.StreamOptions{}), "the poller ensures the streams")
-	cli := connectAs(t, url, events.PublisherCLI)
-	pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: 1}
-	_, _, err := events.NewEmitter(cli.JS, events.PublisherCLI).Emit(t.Context(), &events.WatchRequested{Base: events.Base{PR: pr}, Actor: "test"}, "1")
-	require.NoError(t, err)
+	pollerConn := connectAs(t, url, poller.Name)
+	require.NoError(t, events.EnsureStreams(t.Context(), pollerConn.JS, events.StreamOptions{}), "the poller ensures the streams")
+	consumers := func() int {
+		s, err := pollerConn.JS.Stream(t.Context(), events.StreamName)
+		require.NoError(t, err)
+		return s.CachedInfo().State.Consumers
+	}
+	emit := events.NewEmitter(connectAs(t, url, events.PublisherCLI).JS, events.PublisherCLI)
+	watch := func(n int) {
+		pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: n}
+		_, _, err := emit.Emit(t.Context(), &events.WatchRequested{Base: events.Base{PR: pr}, Actor: "test"}, "1")
+		require.NoError(t, err)
+	}
+	for n := 1; n <= 3; n++ {
+		watch(n)
+	}
+	n := 3
 	for _, user := range pageHosts {
-		t.Run(user, func(t *testing.T) {
-			t.Parallel()
+		t.Run(user, func(t *testing.T) { // one at a time: each counts the consumers
+			before := consumers()
 			c := connectAs(t, url, user)
 			f := prstatus.NewFollower(slog.New(slog.NewTextHandler(io.Discard, nil)))
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
@@ -431,9 +444,15 @@ func TestNATSAuth_PageHostsFollowTheStream(t *testing.T) {
 				require.Fail(t, "cannot follow", "%s: %v", user, err)
 			case <-f.CaughtUp():
 			}
-			f.View(func(b *prstatus.Board) {
-				assert.Equal(t, "waiting for review", b.Line(pr, prstatus.Options{}).Text)
-			})
+			n++
+			watch(n)
+			pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: n}
+			require.Eventually(t, func() bool {
+				var text string
+				f.View(func(b *prstatus.Board) { text = b.Line(pr, prstatus.Options{}).Text })
+				return text == "waiting for review"
+			}, 10*time.Second, 10*time.Millisecond, "%s follows new events", user)
+			assert.Equal(t, before+1, consumers(), "%s made one consumer", user)
 			cancel()
 			require.NoError(t, <-ran)
 		})
