@@ -24,6 +24,7 @@ import (
 	"github.com/prloop/prloop/pkg/logging"
 	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/services/poller"
+	"github.com/prloop/prloop/pkg/web"
 )
 
 // demoAgent is the demo's coding agent: a script that really edits the PR's
@@ -125,7 +126,12 @@ the other is never reviewed and is escalated to a human.
 
 	color := isTerminal(stdout)
 	fmt.Fprintf(stdout, "prloop demo: %s (reviewed by alice) and %s (nobody reviews it)\n", w.reviewed, w.neglected)
-	fmt.Fprintf(stdout, "services log to %s\n\n", logPath)
+	fmt.Fprintf(stdout, "services log to %s\n", logPath)
+	pageURL := demoPageURL(rt, served)
+	if pageURL != "" {
+		fmt.Fprintf(stdout, "web page: %s   (where each PR stands; -keep keeps it up)\n", pageURL)
+	}
+	fmt.Fprintln(stdout)
 
 	play := &demoPlay{w: w, out: stdout, color: color, start: time.Now()}
 	for _, s := range services {
@@ -176,6 +182,9 @@ the other is never reviewed and is escalated to a human.
 		fmt.Fprintf(stdout, "  NATS key:  %s   (to publish or read JetStream: nats -s %s --nkey %s …, or PRLOOP_NATS_URL=%s PRLOOP_NATS_CREDS_FILE=%s prloop status)\n",
 			rt.Conn.CredsFile, rt.Conn.URL, rt.Conn.CredsFile, rt.Conn.URL, rt.Conn.CredsFile)
 		fmt.Fprintf(stdout, "  simulator: %s   (alice's token: %s)\n", w.srv.URL, "alice-demo-token")
+		if pageURL != "" {
+			fmt.Fprintf(stdout, "  web page:  %s\n", pageURL)
+		}
 		<-ctx.Done()
 	}
 	cancelRun()
@@ -416,4 +425,17 @@ func (p *demoPlay) summary(ok bool) {
 	if ok {
 		fmt.Fprintln(p.out, "Both PRs reached their end.")
 	}
+}
+
+// demoPageURL waits, briefly, for the runtime's HTTP server to listen and
+// returns the web page's URL ("" if it did not come up: the demo goes on).
+func demoPageURL(rt *app.Runtime, served <-chan error) string {
+	deadline := time.Now().Add(5 * time.Second)
+	for rt.HTTPAddr() == "" && time.Now().Before(deadline) && len(served) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if addr := rt.HTTPAddr(); addr != "" {
+		return web.URL(addr)
+	}
+	return ""
 }

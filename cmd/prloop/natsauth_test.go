@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,7 @@ import (
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/proctest"
+	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/escalator"
 	"github.com/prloop/prloop/services/feedback"
@@ -49,6 +51,22 @@ var ownBuckets = map[string][]string{
 	feedback.Name:  {feedback.Bucket},
 	merger.Name:    {merger.Bucket},
 	escalator.Name: {escalator.ClaimBucket},
+}
+
+// pageHosts are the services whose HTTP server also serves the web page
+// (their cmd/<name>/main.go) in a split deployment.
+var pageHosts = []string{merger.Name, poller.Name}
+
+// followPermissions are what the page's prstatus.Follower needs: an
+// ephemeral ordered consumer of pr.> with a name of the client's choosing
+// (a nuid, so any name), its info and its messages. Not DELETE: the client
+// deletes an ordered consumer only when it resets it, best effort, and the
+// server removes it once inactive; a service must not delete another's
+// durable consumer.
+var followPermissions = []string{
+	"$JS.API.CONSUMER.CREATE." + events.StreamName + ".*.pr.>",
+	"$JS.API.CONSUMER.INFO." + events.StreamName + ".*",
+	"$JS.API.CONSUMER.MSG.NEXT." + events.StreamName + ".*",
 }
 
 // natsUser is what one NATS user may publish and subscribe to.
@@ -116,6 +134,9 @@ func wantNATSUsers() map[string]natsUser {
 				"$JS.API.CONSUMER.MSG.NEXT."+events.StreamName+".*")
 			pub = append(pub, poller.KickSubject)
 			sub = append(sub, poller.KickSubject)
+		}
+		if slices.Contains(pageHosts, name) {
+			pub = append(pub, followPermissions...)
 		}
 		users[name] = natsUser{publish: pub, subscribe: sub}
 	}
@@ -389,4 +410,57 @@ func TestNATSKeys_MakesAKeyPerUserOnce(t *testing.T) {
 	fi, err := os.Stat(dir)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "other users of the host cannot reach the seeds")
+}
+
+// TestNATSAuth_PageHostsFollowTheStream follows the event stream as the web
+// page does, as each service that serves it, against NATS started from the
+// deployment's configuration, with one consumer all along (a consumer per
+// event would need a DELETE they do not have, and leave one behind each).
+func TestNATSAuth_PageHostsFollowTheStream(t *testing.T) {
+	t.Parallel()
+	url := startDeployNATS(t)
+	pollerConn := connectAs(t, url, poller.Name)
+	require.NoError(t, events.EnsureStreams(t.Context(), pollerConn.JS, events.StreamOptions{}), "the poller ensures the streams")
+	consumers := func() int {
+		s, err := pollerConn.JS.Stream(t.Context(), events.StreamName)
+		require.NoError(t, err)
+		return s.CachedInfo().State.Consumers
+	}
+	emit := events.NewEmitter(connectAs(t, url, events.PublisherCLI).JS, events.PublisherCLI)
+	watch := func(n int) {
+		pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: n}
+		_, _, err := emit.Emit(t.Context(), &events.WatchRequested{Base: events.Base{PR: pr}, Actor: "test"}, "1")
+		require.NoError(t, err)
+	}
+	for n := 1; n <= 3; n++ {
+		watch(n)
+	}
+	n := 3
+	for _, user := range pageHosts {
+		t.Run(user, func(t *testing.T) { // one at a time: each counts the consumers
+			before := consumers()
+			c := connectAs(t, url, user)
+			f := prstatus.NewFollower(slog.New(slog.NewTextHandler(io.Discard, nil)))
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			ran := make(chan error, 1)
+			go func() { ran <- f.Run(ctx, c.JS) }()
+			select {
+			case err := <-ran:
+				require.Fail(t, "cannot follow", "%s: %v", user, err)
+			case <-f.CaughtUp():
+			}
+			n++
+			watch(n)
+			pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: n}
+			require.Eventually(t, func() bool {
+				var text string
+				f.View(func(b *prstatus.Board) { text = b.Line(pr, prstatus.Options{}).Text })
+				return text == "waiting for review"
+			}, 10*time.Second, 10*time.Millisecond, "%s follows new events", user)
+			assert.Equal(t, before+1, consumers(), "%s made one consumer", user)
+			cancel()
+			require.NoError(t, <-ran)
+		})
+	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/prloop/prloop/pkg/app"
 	"github.com/prloop/prloop/pkg/config"
+	"github.com/prloop/prloop/pkg/prstatus"
+	"github.com/prloop/prloop/pkg/web"
 	"github.com/prloop/prloop/services/escalator"
 	"github.com/prloop/prloop/services/feedback"
 	"github.com/prloop/prloop/services/merger"
@@ -68,7 +70,8 @@ func runAll(ctx context.Context, args []string, stderr io.Writer) error {
 	})
 }
 
-// buildServices builds the four services on one runtime.
+// buildServices builds the four services on one runtime, and the web page
+// (logged as "web page" with its URL) that shows where their PRs stand.
 func buildServices(ctx context.Context, rt *app.Runtime, cfg *allConfig) ([]app.Service, error) {
 	p, err := poller.FromRuntime(ctx, rt, cfg.Poller)
 	if err != nil {
@@ -86,5 +89,6 @@ func buildServices(ctx context.Context, rt *app.Runtime, cfg *allConfig) ([]app.
 	if err != nil {
 		return nil, err
 	}
-	return []app.Service{p, f, m, esc}, nil
+	page := web.FromRuntime(rt, web.Options{Line: prstatus.Options{MaxFixCycles: cfg.Feedback.MaxFixCycles, Label: cfg.Poller.EscalationLabel}})
+	return []app.Service{p, f, m, esc, page}, nil
 }

@@ -2,13 +2,10 @@ package prstatus
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/events"
@@ -68,35 +65,41 @@ func (f *Follower) Run(ctx context.Context, js Stream) error {
 	if info.NumPending == 0 {
 		f.once.Do(func() { close(f.caughtUp) })
 	}
+	// One long-lived pull: an ordered consumer's Next makes a new consumer
+	// (and deletes the last) for every message.
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("follow the event stream: %w", err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
 	for {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		msg, err := cons.Next(jetstream.FetchContext(fctx))
-		cancel()
+		msg, err := it.Next()
 		if ctx.Err() != nil {
 			return nil
-		}
-		// An idle stream ends the wait with any of these, depending on
-		// whether the client's or the server's clock ran out first.
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
-			f.once.Do(func() { close(f.caughtUp) })
-			continue
 		}
 		if err != nil {
 			return fmt.Errorf("follow the event stream: %w", err)
 		}
-		ce, d, err := events.Decode(msg.Data())
-		if err != nil {
-			f.log.Warn("skipping an event that does not decode", "subject", msg.Subject(), "err", err)
-			continue
-		}
-		f.mu.Lock()
-		f.board.Apply(d, ce.Time())
-		f.mu.Unlock()
-		if f.OnApply != nil {
-			f.OnApply(d.Ref())
-		}
+		f.apply(msg)
+		// Caught up once the last message present is applied (or skipped).
 		if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
 			f.once.Do(func() { close(f.caughtUp) })
 		}
+	}
+}
+
+func (f *Follower) apply(msg jetstream.Msg) {
+	ce, d, err := events.Decode(msg.Data())
+	if err != nil {
+		f.log.Warn("skipping an event that does not decode", "subject", msg.Subject(), "err", err)
+		return
+	}
+	f.mu.Lock()
+	f.board.Apply(d, ce.Time())
+	f.mu.Unlock()
+	if f.OnApply != nil {
+		f.OnApply(d.Ref())
 	}
 }

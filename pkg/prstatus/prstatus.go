@@ -126,6 +126,11 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 	b.seq++
 	p := b.entry(d.Ref())
 	p.Last, p.LastAt = d.EventType(), at
+	if u := d.Ref().URL; u != "" {
+		// The first event (a watch request) often has no URL; a later one
+		// from the poller or the merger has the PR's html URL.
+		p.PR.URL = u
+	}
 	head := ""
 	if h, ok := d.(interface{ Head() string }); ok {
 		head = h.Head()

@@ -138,3 +138,15 @@ func TestBoard_QueueInOrder(t *testing.T) {
 	assert.Equal(t, 2, b.Position(pr1))
 	assert.Equal(t, events.TypeMergeQueued, b.Get(pr2).Last)
 }
+
+func TestBoard_KeepsTheURLALaterEventBrings(t *testing.T) {
+	t.Parallel()
+	withURL := pr1
+	withURL.URL = "https://github.com/acme/widgets/pull/1"
+	b := prstatus.NewBoard()
+	b.Apply(&events.WatchRequested{Base: base(pr1, "")}, time.Now())
+	assert.Empty(t, b.Get(pr1).PR.URL, "a watch request names no URL")
+	b.Apply(&events.ReviewPending{Base: base(withURL, headA), Status: events.StatusPending}, time.Now())
+	b.Apply(&events.MergeQueued{Base: base(pr1, headA), BaseBranch: "main"}, time.Now())
+	assert.Equal(t, withURL.URL, b.Get(pr1).PR.URL, "the poller's URL is kept, an event without one does not clear it")
+}

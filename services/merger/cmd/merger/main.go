@@ -1,11 +1,13 @@
 // Command merger runs prloop's merger service on its own, the unit of
 // deployment in production. Configuration comes from PRLOOP_* variables.
+// Its HTTP server also serves the read-only web page at /.
 package main
 
 import (
 	"context"
 
 	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/web"
 	"github.com/prloop/prloop/services/merger"
 )
 
@@ -16,6 +18,10 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
-		return []app.Service{s}, nil
+		page, err := web.FromEnvironment(rt)
+		if err != nil {
+			return nil, err
+		}
+		return []app.Service{s, page}, nil
 	})
 }
