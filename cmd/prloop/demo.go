@@ -23,8 +23,8 @@ import (
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/logging"
 	"github.com/prloop/prloop/pkg/prstatus"
-	"github.com/prloop/prloop/services/poller"
 	"github.com/prloop/prloop/pkg/web"
+	"github.com/prloop/prloop/services/poller"
 )
 
 // demoAgent is the demo's coding agent: a script that really edits the PR's
