@@ -126,12 +126,8 @@ func wantNATSUsers() map[string]natsUser {
 			pub = append(pub, kvRead(b)...)
 		}
 		if name == poller.Name {
-			// The status writer follows the stream with an ordered
-			// consumer (prstatus.Follower): ephemeral, random names.
-			pub = append(pub,
-				"$JS.API.CONSUMER.CREATE."+events.StreamName+".*", "$JS.API.CONSUMER.CREATE."+events.StreamName+".*.>",
-				"$JS.API.CONSUMER.DELETE."+events.StreamName+".*", "$JS.API.CONSUMER.INFO."+events.StreamName+".*",
-				"$JS.API.CONSUMER.MSG.NEXT."+events.StreamName+".*")
+			// The status writer follows the stream as the page does
+			// (prstatus.Follower, followPermissions below).
 			pub = append(pub, poller.KickSubject)
 			sub = append(sub, poller.KickSubject)
 		}
