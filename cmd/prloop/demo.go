@@ -169,6 +169,8 @@ the other is never reviewed and is escalated to a human.
 		fmt.Fprintf(stdout, "  NATS key:  %s   (to publish or read JetStream: nats -s %s --nkey %s …, or PRLOOP_NATS_URL=%s PRLOOP_NATS_CREDS_FILE=%s prloop status)\n",
 			rt.Conn.CredsFile, rt.Conn.URL, rt.Conn.CredsFile, rt.Conn.URL, rt.Conn.CredsFile)
 		fmt.Fprintf(stdout, "  simulator: %s   (alice's token: %s)\n", w.srv.URL, "alice-demo-token")
+		fmt.Fprintf(stdout, "  explain:   PRLOOP_NATS_URL=%s PRLOOP_NATS_CREDS_FILE=%s PRLOOP_GITHUB_API_URL=%s GITHUB_TOKEN=%s prloop explain %s\n",
+			rt.Conn.URL, rt.Conn.CredsFile, w.srv.URL, "alice-demo-token", w.neglected)
 		<-ctx.Done()
 	}
 	cancelRun()
@@ -224,7 +226,17 @@ func (w *demoWorld) close() {
 // demoEnvironment configures the services for the demo through the same
 // PRLOOP_* variables a user would set.
 func demoEnvironment(w *demoWorld) error {
-	set := map[string]string{
+	for k, v := range demoEnv(w) {
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("configure demo: %w", err)
+		}
+	}
+	return nil
+}
+
+// demoEnv is the demo's configuration, as PRLOOP_* variables.
+func demoEnv(w *demoWorld) map[string]string {
+	return map[string]string{
 		"PRLOOP_GITHUB_API_URL": w.srv.URL,
 		"GITHUB_TOKEN":          "prloop-demo-token",
 		"GH_TOKEN":              "",
@@ -249,12 +261,6 @@ func demoEnvironment(w *demoWorld) error {
 		"PRLOOP_MERGE_POLL_INTERVAL":  "1s",
 		"PRLOOP_DRY_RUN":              "false",
 	}
-	for k, v := range set {
-		if err := os.Setenv(k, v); err != nil {
-			return fmt.Errorf("configure demo: %w", err)
-		}
-	}
-	return nil
 }
 
 // demoPlay shows the events and plays the reviewer.
