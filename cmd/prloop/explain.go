@@ -118,24 +118,9 @@ unblock it. Accepts owner/repo#N or a PR URL.
 `, defaultNATSURL)
 		fs.PrintDefaults()
 	}
-	var positional []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			positional = append(positional, args[0])
-			args = args[1:]
-		}
-	}
-	if len(positional) != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: prloop explain takes one PR (owner/repo#N or a URL), got %d", errUsage, len(positional))
-	}
-	pr, err := ghref.ParsePR(positional[0])
+	pr, err := parsePRArg(fs, args)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
 	settings, err := loadCLISettings()
 	if err != nil {

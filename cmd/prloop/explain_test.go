@@ -14,11 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/prloop/prloop/pkg/app"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
-	"github.com/prloop/prloop/pkg/logging"
 	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/prloop/prloop/services/escalator"
 )
@@ -36,23 +34,7 @@ func playDemo(t *testing.T) *demoWorld {
 	for k, v := range demoEnv(w) {
 		t.Setenv(k, v)
 	}
-	cfg := &allConfig{}
-	require.NoError(t, cfg.Validate())
-	ctx, cancel := context.WithCancel(context.Background())
-	rt, err := app.Start(ctx, "explain-test", cfg.Shared(), logging.New(io.Discard, "error", "json"))
-	require.NoError(t, err)
-	services, err := buildServices(ctx, rt, cfg)
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- rt.Serve(ctx, services...) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-served:
-		case <-time.After(20 * time.Second):
-			t.Error("services did not stop within 20s")
-		}
-	})
+	ctx, rt := startLoop(t, "explain-test")
 
 	play := &demoPlay{w: w, out: io.Discard, start: time.Now()}
 	cons, err := rt.JS.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{})
