@@ -86,23 +86,7 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the 
 	} {
 		t.Setenv(k, v)
 	}
-	cfg := &allConfig{}
-	require.NoError(t, cfg.Validate())
-	ctx, cancel := context.WithCancel(context.Background())
-	rt, err := app.Start(ctx, "causal", cfg.Shared(), logging.New(io.Discard, "error", "json"))
-	require.NoError(t, err)
-	services, err := buildServices(ctx, rt, cfg)
-	require.NoError(t, err)
-	served := make(chan error, 1)
-	go func() { served <- rt.Serve(ctx, services...) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-served:
-		case <-time.After(20 * time.Second):
-			t.Error("services did not stop within 20s")
-		}
-	})
+	ctx, rt := startLoop(t, "causal")
 
 	// The reviewer: alice asks for a change on each PR's first head and
 	// approves whatever head comes after it.
@@ -156,6 +140,31 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the 
 		assert.Equal(t, 1, addressed, "%s: one fix:\n%s", pr, log.lines(pr))
 		assert.Equal(t, 1, merged, "%s: merged once:\n%s", pr, log.lines(pr))
 	}
+}
+
+// startLoop runs the four services in this process, as `prloop run` does,
+// with the settings of the environment, until the test ends; the context
+// ends with them.
+func startLoop(t *testing.T, name string) (context.Context, *app.Runtime) {
+	t.Helper()
+	cfg := &allConfig{}
+	require.NoError(t, cfg.Validate())
+	ctx, cancel := context.WithCancel(context.Background())
+	rt, err := app.Start(ctx, name, cfg.Shared(), logging.New(io.Discard, "error", "json"))
+	require.NoError(t, err)
+	services, err := buildServices(ctx, rt, cfg)
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- rt.Serve(ctx, services...) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-served:
+		case <-time.After(20 * time.Second):
+			t.Error("services did not stop within 20s")
+		}
+	})
+	return ctx, rt
 }
 
 // causalLog records the stream's events in stream order.

@@ -185,6 +185,8 @@ the other is never reviewed and is escalated to a human.
 		if pageURL != "" {
 			fmt.Fprintf(stdout, "  web page:  %s\n", pageURL)
 		}
+		fmt.Fprintf(stdout, "  explain:   PRLOOP_NATS_URL=%s PRLOOP_NATS_CREDS_FILE=%s PRLOOP_GITHUB_API_URL=%s GITHUB_TOKEN=%s prloop explain %s\n",
+			rt.Conn.URL, rt.Conn.CredsFile, w.srv.URL, "alice-demo-token", w.neglected)
 		<-ctx.Done()
 	}
 	cancelRun()
@@ -240,7 +242,17 @@ func (w *demoWorld) close() {
 // demoEnvironment configures the services for the demo through the same
 // PRLOOP_* variables a user would set.
 func demoEnvironment(w *demoWorld) error {
-	set := map[string]string{
+	for k, v := range demoEnv(w) {
+		if err := os.Setenv(k, v); err != nil {
+			return fmt.Errorf("configure demo: %w", err)
+		}
+	}
+	return nil
+}
+
+// demoEnv is the demo's configuration, as PRLOOP_* variables.
+func demoEnv(w *demoWorld) map[string]string {
+	return map[string]string{
 		"PRLOOP_GITHUB_API_URL": w.srv.URL,
 		"GITHUB_TOKEN":          "prloop-demo-token",
 		"GH_TOKEN":              "",
@@ -267,12 +279,6 @@ func demoEnvironment(w *demoWorld) error {
 		"PRLOOP_POST_STATUS":          "true",
 		"PRLOOP_STATUS_COALESCE":      "300ms",
 	}
-	for k, v := range set {
-		if err := os.Setenv(k, v); err != nil {
-			return fmt.Errorf("configure demo: %w", err)
-		}
-	}
-	return nil
 }
 
 // demoPlay shows the events and plays the reviewer.

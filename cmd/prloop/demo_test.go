@@ -70,9 +70,22 @@ func TestDemo_KeepShowsNothingAfterTheSummary(t *testing.T) {
 		out := p.Stdout.String()
 		return out[strings.Index(out, "prloop keeps running"):]
 	}
-	require.Never(t, func() bool { return strings.Contains(after(), "demo/widgets#") }, 5*time.Second, 100*time.Millisecond,
+	eventLine := regexp.MustCompile(`\d\d:\d\d:\d\d\.\d{3}\s+demo/widgets#`)
+	require.Never(t, func() bool { return eventLine.MatchString(after()) }, 5*time.Second, 100*time.Millisecond,
 		"events after the summary:\n%s", p.Stdout.String())
+
+	// The explain command the kept demo prints says why #2 is not merged
+	// and how to clear it.
+	m := regexp.MustCompile(`explain:\s+(.*) prloop explain (\S+)\n`).FindStringSubmatch(after())
+	require.NotNil(t, m, "no explain command:\n%s", after())
+	ex := proctest.Start(t, bin, strings.Fields(m[1]), "explain", m[2])
+	exited, err := ex.Wait(60 * time.Second)
+	require.True(t, exited, "prloop explain still running after 60s")
+	require.NoError(t, err, "prloop explain failed:\n%s", ex.Stderr.String())
+	assert.Contains(t, ex.Stdout.String(), "demo/widgets#2: needs a human: review timeout (label human-review-required)")
+	assert.Regexp(t, "label\\s+human-review-required: present", ex.Stdout.String())
+	assert.Contains(t, ex.Stdout.String(), "next: Review the PR and react 👍 to it")
 	require.NoError(t, p.Signal(os.Interrupt))
-	exited, _ := p.Wait(30 * time.Second)
+	exited, _ = p.Wait(30 * time.Second)
 	require.True(t, exited, "prloop demo -keep did not stop on an interrupt")
 }

@@ -12,12 +12,7 @@ import (
 
 // describe renders what an event says, in a few words, for one line.
 func describe(d events.Data) string {
-	short := func(sha string) string {
-		if len(sha) > 7 {
-			return sha[:7]
-		}
-		return sha
-	}
+	short := shortSHA
 	switch d := d.(type) {
 	case *events.WatchRequested:
 		return "watch requested" + when(d.Actor != "", " by "+d.Actor)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,9 +18,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/logging"
 	"github.com/prloop/prloop/pkg/natsx"
+	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/state"
 )
 
@@ -37,14 +41,21 @@ func connectCLI(ctx context.Context) (*natsx.Conn, error) {
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prloop status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print the state records as JSON")
+	asJSON := fs.Bool("json", false, "print the state records, each with its status line, as JSON")
+	watch := fs.Bool("watch", false, "redraw the table every second and on each new event, until Ctrl-C")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: prloop status [-json]\n\nShows every PR prloop knows, from its state in NATS ($PRLOOP_NATS_URL, default %s).\n\n", defaultNATSURL)
+		fmt.Fprintf(stderr, "Usage: prloop status [-json] [-watch]\n\nShows every PR prloop knows, from its state and events in NATS ($PRLOOP_NATS_URL, default %s).\n\n", defaultNATSURL)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	settings, err := loadCLISettings()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	conn, err := connectCLI(ctx)
 	if err != nil {
 		return err
@@ -57,31 +68,102 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return withCredsHint(fmt.Errorf("open state bucket: %w", err), conn)
 	}
-	recs, err := state.NewStore(kv).List(ctx)
-	if err != nil {
-		return err
-	}
-	sort.Slice(recs, func(i, j int) bool { return recs[i].PR.Key() < recs[j].PR.Key() })
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if recs == nil {
-			recs = []state.PR{}
+	store := state.NewStore(kv)
+	// Redraw (with -watch) on each new event; one pending redraw is enough.
+	changed := make(chan struct{}, 1)
+	follower, err := followBoard(ctx, conn.JS, stderr, func(ghref.PR) {
+		select {
+		case changed <- struct{}{}:
+		default:
 		}
-		return enc.Encode(recs)
+	})
+	if err != nil {
+		return withCredsHint(err, conn)
 	}
-	return printStatus(stdout, recs, time.Now())
+	render := func(w io.Writer) error {
+		recs, err := store.List(ctx)
+		if err != nil {
+			return err
+		}
+		sort.Slice(recs, func(i, j int) bool { return recs[i].PR.Key() < recs[j].PR.Key() })
+		var rows []statusRow
+		follower.View(func(b *prstatus.Board) { rows = statusRows(recs, b, settings.lineOptions()) })
+		if *asJSON {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rows)
+		}
+		return printStatus(w, rows, time.Now())
+	}
+	if !*watch {
+		return render(stdout)
+	}
+	return redraw(ctx, stdout, changed, render)
 }
 
-// printStatus renders the state records as a table.
-func printStatus(w io.Writer, recs []state.PR, now time.Time) error {
-	if len(recs) == 0 {
+// redraw renders every second and whenever changed fires, until ctx ends:
+// in place on a terminal (clear and home), as one table after another
+// otherwise.
+func redraw(ctx context.Context, stdout io.Writer, changed <-chan struct{}, render func(io.Writer) error) error {
+	term := isTerminal(stdout)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		var buf bytes.Buffer
+		if term {
+			buf.WriteString("\x1b[H\x1b[2J")
+		}
+		if err := render(&buf); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if !term {
+			buf.WriteString("\n")
+		}
+		if _, err := stdout.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		case <-changed:
+		}
+	}
+}
+
+// statusRow is a PR's state record with what the event stream says of it:
+// its status line and its latest event (the record's last event is the
+// last one the poller published, which lags behind the merger's).
+type statusRow struct {
+	state.PR
+	Line prstatus.Line `json:"line"`
+}
+
+// statusRows joins the state records with the board.
+func statusRows(recs []state.PR, b *prstatus.Board, o prstatus.Options) []statusRow {
+	rows := make([]statusRow, 0, len(recs))
+	for _, r := range recs {
+		row := statusRow{PR: r, Line: b.Line(r.PR, o)}
+		if p := b.Get(r.PR); p != nil && p.Last != "" {
+			row.LastEventType, row.LastEventAt = p.Last, p.LastAt
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// printStatus renders the rows as a table.
+func printStatus(w io.Writer, rows []statusRow, now time.Time) error {
+	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no PRs watched yet: 'prloop watch owner/repo#N', or set PRLOOP_REPOS")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PR\tSTATUS\tHEAD\tFIX CYCLE\tAGE\tLAST EVENT\tESCALATED")
-	for _, r := range recs {
+	fmt.Fprintln(tw, "PR\tSTATUS\tHEAD\tFIX CYCLE\tAGE\tLAST EVENT\tESCALATED\tREASON")
+	for _, r := range rows {
 		status := string(r.Status)
 		switch {
 		case r.Merged:
@@ -90,10 +172,6 @@ func printStatus(w io.Writer, recs []state.PR, now time.Time) error {
 			status = "closed"
 		case status == "":
 			status = "-"
-		}
-		head := r.HeadSHA
-		if len(head) > 7 {
-			head = head[:7]
 		}
 		age := "-"
 		if !r.WatchedSince.IsZero() {
@@ -112,9 +190,57 @@ func printStatus(w io.Writer, recs []state.PR, now time.Time) error {
 			sort.Strings(reasons)
 			esc = "yes: " + strings.Join(reasons, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.PR, status, head, r.FixCycle, age, last, esc)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.PR.PR, status, shortSHA(r.HeadSHA), r.FixCycle, age, last, esc, r.Line.Text)
 	}
 	return tw.Flush()
+}
+
+// cliSettings are the services' settings the operator commands name, read
+// from the same PRLOOP_* variables with the services' defaults.
+type cliSettings struct {
+	MaxFixCycles int      `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2"`
+	Label        string   `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
+	Reviewers    []string `envconfig:"PRLOOP_REVIEWERS"`
+}
+
+// Validate accepts any value: the services validate them.
+func (cliSettings) Validate() error { return nil }
+
+func loadCLISettings() (cliSettings, error) {
+	var s cliSettings
+	return s, config.Fill(&s)
+}
+
+func (s cliSettings) lineOptions() prstatus.Options {
+	return prstatus.Options{MaxFixCycles: s.MaxFixCycles, Label: s.Label}
+}
+
+// followBoard follows the event stream into a board and returns once it
+// has read the events the stream held; it keeps following until ctx ends,
+// calling onApply after each new event.
+func followBoard(ctx context.Context, js prstatus.Stream, stderr io.Writer, onApply func(ghref.PR)) (*prstatus.Follower, error) {
+	f := prstatus.NewFollower(logging.New(stderr, "warn", "text"))
+	f.OnApply = onApply
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx, js) }()
+	select {
+	case <-f.CaughtUp():
+		return f, nil
+	case err := <-done:
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("read the event stream: %w (has prloop run against this NATS?)", err)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func shortSHA(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
 }
 
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -25,7 +25,8 @@ Usage:
   prloop run          run all four services in one process (embedded NATS
                       in $PRLOOP_DATA_DIR unless $PRLOOP_NATS_URL is set)
   prloop watch PR     ask a running prloop to watch owner/repo#N
-  prloop status       a table of the PRs prloop knows (-json for JSON)
+  prloop status       a table of the PRs prloop knows (-json for JSON, -watch)
+  prloop explain PR   why owner/repo#N is not merged yet, and what unblocks it
   prloop events       print the events, one line each, and follow (-pr owner/repo#N)
   prloop ghsim        serve a GitHub simulator (no token, no network)
   prloop emit-test    publish one test CloudEvent to a running prloop
@@ -63,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runAll(ctx, args[1:], stderr)
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
+	case "explain":
+		return runExplain(ctx, args[1:], stdout, stderr)
 	case "events":
 		return runEvents(ctx, args[1:], stdout, stderr)
 	case "watch":

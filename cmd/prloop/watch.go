@@ -23,25 +23,9 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "Usage: prloop watch owner/repo#N [-worktree PATH] [-context PATH]\n\nAsks a running prloop (at $PRLOOP_NATS_URL, default %s) to watch a pull\nrequest: it publishes a PRWatchRequested event. Accepts owner/repo#N or a PR URL.\n\n", defaultNATSURL)
 		fs.PrintDefaults()
 	}
-	// Accept flags before or after the PR.
-	var positional []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return err
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			positional = append(positional, args[0])
-			args = args[1:]
-		}
-	}
-	if len(positional) != 1 {
-		fs.Usage()
-		return fmt.Errorf("%w: prloop watch takes one PR (owner/repo#N or a URL), got %d", errUsage, len(positional))
-	}
-	pr, err := ghref.ParsePR(positional[0])
+	pr, err := parsePRArg(fs, args)
 	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return err
 	}
 	for _, p := range []*string{worktree, contextPath} {
 		if *p != "" {
@@ -76,4 +60,29 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "watching %s (event %s)\n", pr, e.ID())
 	return nil
+}
+
+// parsePRArg parses a command's flags, before or after its one PR argument
+// (owner/repo#N or a URL), and the PR.
+func parsePRArg(fs *flag.FlagSet, args []string) (ghref.PR, error) {
+	var positional []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return ghref.PR{}, err
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			positional = append(positional, args[0])
+			args = args[1:]
+		}
+	}
+	if len(positional) != 1 {
+		fs.Usage()
+		return ghref.PR{}, fmt.Errorf("%w: %s takes one PR (owner/repo#N or a URL), got %d", errUsage, fs.Name(), len(positional))
+	}
+	pr, err := ghref.ParsePR(positional[0])
+	if err != nil {
+		return ghref.PR{}, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return pr, nil
 }

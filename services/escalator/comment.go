@@ -3,6 +3,7 @@ package escalator
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -112,6 +113,33 @@ var reasons = map[events.Reason]reasonInfo{
 	},
 }
 
+// Advice is what a reason code means and what a human can do, in the
+// words of the escalation comment: `prloop explain` says the same.
+type Advice struct {
+	// Title names the reason in a few words, Why says it in a sentence.
+	Title, Why string
+	// Review is set when a human review (👍) is what the PR needs.
+	Review bool
+	// Next are the reason's own next steps, before ReviewStep and
+	// ResumeStep.
+	Next []string
+}
+
+// AdviceFor returns the advice for a reason code.
+func AdviceFor(r events.Reason) Advice {
+	i := infoOf(r)
+	return Advice{Title: i.title, Why: i.why, Review: i.review, Next: slices.Clone(i.next)}
+}
+
+// ReviewStep is the next step when a human review is what the PR needs.
+const ReviewStep = "Review the PR and react 👍 to it to approve it; prloop then merges it."
+
+// ResumeStep is the next step that hands the PR back to prloop: removing
+// the escalation label.
+func ResumeStep(label string) string {
+	return fmt.Sprintf("Remove the `%s` label to let prloop resume: the loop starts again with its fix-cycle count reset.", label)
+}
+
 func infoOf(r events.Reason) reasonInfo {
 	if i, ok := reasons[r]; ok {
 		return i
@@ -184,9 +212,9 @@ func RenderComment(r Request, o CommentOptions) string {
 		b.WriteString("- " + n + "\n")
 	}
 	if info.review || r.HumanReviewRequired {
-		b.WriteString("- Review the PR and react 👍 to it to approve it; prloop then merges it.\n")
+		b.WriteString("- " + ReviewStep + "\n")
 	}
-	fmt.Fprintf(&b, "- Remove the `%s` label to let prloop resume: the loop starts again with its fix-cycle count reset.\n\n", o.Label)
+	b.WriteString("- " + ResumeStep(o.Label) + "\n\n")
 	fmt.Fprintf(&b, "While the `%s` label is on this PR, prloop runs no agent for it.\n", o.Label)
 	if m := mentions(o.Mentions); m != "" {
 		b.WriteString("\ncc " + m + "\n")
