@@ -86,7 +86,7 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the 
 	} {
 		t.Setenv(k, v)
 	}
-	ctx, rt := startLoop(t, "causal")
+	ctx, rt, _ := startLoop(t, "causal")
 
 	// The reviewer: alice asks for a change on each PR's first head and
 	// approves whatever head comes after it.
@@ -145,7 +145,7 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the 
 // startLoop runs the four services in this process, as `prloop run` does,
 // with the settings of the environment, until the test ends; the context
 // ends with them.
-func startLoop(t *testing.T, name string) (context.Context, *app.Runtime) {
+func startLoop(t *testing.T, name string) (context.Context, *app.Runtime, []app.Service) {
 	t.Helper()
 	cfg := &allConfig{}
 	require.NoError(t, cfg.Validate())
@@ -164,7 +164,7 @@ func startLoop(t *testing.T, name string) (context.Context, *app.Runtime) {
 			t.Error("services did not stop within 20s")
 		}
 	})
-	return ctx, rt
+	return ctx, rt, services
 }
 
 // causalLog records the stream's events in stream order.

@@ -19,6 +19,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/prloop/prloop/services/escalator"
+	"github.com/prloop/prloop/services/poller"
 )
 
 // playDemo plays the demo's world in this process, as `prloop demo -keep`
@@ -34,9 +35,14 @@ func playDemo(t *testing.T) *demoWorld {
 	for k, v := range demoEnv(w) {
 		t.Setenv(k, v)
 	}
-	ctx, rt := startLoop(t, "explain-test")
+	ctx, rt, services := startLoop(t, "explain-test")
 
 	play := &demoPlay{w: w, out: io.Discard, start: time.Now()}
+	for _, s := range services {
+		if ps, ok := s.(*poller.Service); ok && ps.StatusWriter() != nil {
+			ps.StatusWriter().SetOnWrite(play.onStatus) // the play ends with the final status lines
+		}
+	}
 	cons, err := rt.JS.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{})
 	require.NoError(t, err)
 	cc, err := cons.Consume(play.onMessage)
