@@ -163,8 +163,11 @@ func TestFeedback_AgentTimeout_KillsEverythingItStarted(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.comment(e.pr, "please fix")
+	// Long enough for the agent to start its child first, even with the
+	// machine busy (its sandbox and shell take a while then): the test is
+	// about what the timeout kills.
 	e.start("a", e.config("hang.sh", func(c *feedback.Config) {
-		c.AgentTimeout, c.AgentAttempts = 500*time.Millisecond, 1
+		c.AgentTimeout, c.AgentAttempts = 3*time.Second, 1
 	}))
 	e.request(e.pr, e.head, 0)
 
