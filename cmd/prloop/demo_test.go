@@ -44,7 +44,7 @@ func TestDemo_PlaysTheWholeLoop(t *testing.T) {
 
 	// prloop's commit status moves with the PR (a burst may skip a line).
 	for _, want := range []string{
-		`(?m)^demo/widgets#1  status  pending  waiting for review$`,
+		`(?m)^demo/widgets#2  status  pending  waiting for review$`, // #1: alice's 👀 follows within the coalescing window
 		`(?m)^demo/widgets#1  status  pending  changes requested by alice — agent fixing \(cycle 1 of 2\)$`,
 		`(?m)^demo/widgets#1  status  success  merged as [0-9a-f]{7}$`,
 		`(?m)^demo/widgets#2  status  error  needs a human: review timeout \(label human-review-required\)$`,

@@ -14,6 +14,7 @@ import (
 
 // Stream is the part of JetStream a Follower reads with.
 type Stream interface {
+	Stream(ctx context.Context, stream string) (jetstream.Stream, error)
 	OrderedConsumer(ctx context.Context, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, error)
 }
 
@@ -54,16 +55,24 @@ func (f *Follower) CaughtUp() <-chan struct{} { return f.caughtUp }
 // Run follows the stream until ctx ends. Undecodable messages are skipped
 // with a log line: a bad event must not stop the page or the status.
 func (f *Follower) Run(ctx context.Context, js Stream) error {
+	// Caught up means: every event on the stream when Run began is
+	// applied. The stream's last sequence says which that is; a new
+	// ordered consumer's pending count can read 0 before it has counted.
+	st, err := js.Stream(ctx, events.StreamName)
+	if err != nil {
+		return fmt.Errorf("follow the event stream: %w", err)
+	}
+	sinfo, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("follow the event stream: %w", err)
+	}
+	last := sinfo.State.LastSeq
+	if last == 0 {
+		f.once.Do(func() { close(f.caughtUp) })
+	}
 	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"pr.>"}})
 	if err != nil {
 		return fmt.Errorf("follow the event stream: %w", err)
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return fmt.Errorf("follow the event stream: %w", err)
-	}
-	if info.NumPending == 0 {
-		f.once.Do(func() { close(f.caughtUp) })
 	}
 	// One long-lived pull: an ordered consumer's Next makes a new consumer
 	// (and deletes the last) for every message.
@@ -83,8 +92,9 @@ func (f *Follower) Run(ctx context.Context, js Stream) error {
 			return fmt.Errorf("follow the event stream: %w", err)
 		}
 		f.apply(msg)
-		// Caught up once the last message present is applied (or skipped).
-		if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+		// Caught up once the last message present at the start is applied
+		// (or skipped), or nothing is left to read.
+		if md, err := msg.Metadata(); err == nil && (md.Sequence.Stream >= last || md.NumPending == 0) {
 			f.once.Do(func() { close(f.caughtUp) })
 		}
 	}
