@@ -476,6 +476,9 @@ func (g *Git) Reset(ctx context.Context, wt Worktree, start string) error {
 		}
 		files, err := g.newFiles(ctx, wt)
 		for _, f := range files {
+			if !filepath.IsLocal(f) {
+				continue // the sandboxed git's word: never a path outside the worktree
+			}
 			if rerr := os.Remove(filepath.Join(wt.Dir, f)); rerr != nil && !os.IsNotExist(rerr) {
 				err = errors.Join(err, fmt.Errorf("reset %s: %w", wt.Dir, rerr))
 			}
