@@ -55,8 +55,7 @@ type Git struct {
 	Name, Email string
 	// Token returns the credential for the remote, fresh for each use.
 	Token func(ctx context.Context) (github.Secret, error)
-	// Sandbox runs the git commands in the worktree; nil runs them as
-	// plain processes (tests of the mirror side only).
+	// Sandbox runs the git commands in the worktree.
 	Sandbox Sandbox
 	// ReadOnly and Writable are host paths every sandboxed command also
 	// sees (the git executable's own directory when it is not in /usr).
@@ -200,15 +199,7 @@ func (g *Git) worktreeGit(ctx context.Context, wt Worktree, extraEnv []string, o
 	if out != "" {
 		c.Writable = append(c.Writable, out)
 	}
-	var runErr error
-	if g.Sandbox != nil {
-		runErr = g.Sandbox.Run(ctx, c)
-	} else {
-		cmd := exec.CommandContext(ctx, c.Args[0], c.Args[1:]...)
-		cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = c.Dir, c.Env, c.Stdout, c.Stderr
-		runErr = cmd.Run()
-	}
-	return finish(runErr, args, &stdout, &stderr, nil)
+	return finish(g.Sandbox.Run(ctx, c), args, &stdout, &stderr, nil)
 }
 
 // finish turns a git command's end into its trimmed stdout or a
