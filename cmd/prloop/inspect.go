@@ -21,6 +21,7 @@ import (
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/logging"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/prstatus"
@@ -61,7 +62,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer conn.Close(context.Background())
-	kv, err := conn.JS.KeyValue(ctx, state.Bucket)
+	kv, err := kvlease.OpenBucket(ctx, conn.JS, state.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return fmt.Errorf("no prloop state in this NATS (bucket %s is missing): has prloop run against it?", state.Bucket)
 	}

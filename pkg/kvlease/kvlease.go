@@ -67,6 +67,7 @@ var processHolder = sync.OnceValue(HolderID)
 
 // BucketManager is the part of jetstream.JetStream that EnsureBucket needs.
 type BucketManager interface {
+	StreamGetter
 	CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error)
 }
 
@@ -74,7 +75,7 @@ var _ BucketManager = (jetstream.JetStream)(nil)
 
 // EnsureBucket creates or updates a file-backed KV bucket for leases (and
 // whatever small records its user keeps beside them), keeping only the
-// latest value of each key.
+// latest value of each key, with exact key listings (Bucket).
 func EnsureBucket(ctx context.Context, js BucketManager, name, description string, replicas int) (jetstream.KeyValue, error) {
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket: name, Description: description, History: 1, Storage: jetstream.FileStorage, Replicas: max(1, replicas),
@@ -82,7 +83,11 @@ func EnsureBucket(ctx context.Context, js BucketManager, name, description strin
 	if err != nil {
 		return nil, fmt.Errorf("ensure kv bucket %s: %w", name, err)
 	}
-	return kv, nil
+	b, err := Exact(ctx, js, kv)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // Options tune a lease; TTL is required.

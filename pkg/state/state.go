@@ -158,6 +158,7 @@ type Store struct {
 
 // BucketManager is the part of jetstream.JetStream that Ensure needs.
 type BucketManager interface {
+	kvlease.StreamGetter
 	CreateOrUpdateKeyValue(ctx context.Context, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error)
 }
 
@@ -173,7 +174,12 @@ func Ensure(ctx context.Context, js BucketManager, replicas int) (*Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("ensure kv bucket %s: %w", Bucket, err)
 	}
-	return NewStore(kv), nil
+	// List must see every PR, also one whose record is being written.
+	exact, err := kvlease.Exact(ctx, js, kv)
+	if err != nil {
+		return nil, err
+	}
+	return NewStore(exact), nil
 }
 
 // NewStore returns a store on kv.

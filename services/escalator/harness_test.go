@@ -15,6 +15,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
+	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/metrics/metricstest"
 	"github.com/prloop/prloop/pkg/natsx"
@@ -76,7 +77,7 @@ func config(mut ...func(*escalator.Config)) escalator.Config {
 func (e *env) start(cfg escalator.Config) (stop func()) {
 	e.t.Helper()
 	conn := natstest.Connect(e.t, e.conn)
-	claims, err := conn.JS.KeyValue(e.t.Context(), escalator.ClaimBucket)
+	claims, err := kvlease.OpenBucket(e.t.Context(), conn.JS, escalator.ClaimBucket)
 	require.NoError(e.t, err)
 	store, err := state.Ensure(e.t.Context(), conn.JS, 1)
 	require.NoError(e.t, err)

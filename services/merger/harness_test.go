@@ -18,6 +18,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
+	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/metrics/metricstest"
 	"github.com/prloop/prloop/pkg/natsx"
@@ -93,7 +94,7 @@ func config(mut ...func(*merger.Config)) merger.Config {
 func (e *env) start(cfg merger.Config, holder string, gh ...merger.GitHub) (stop func()) {
 	e.t.Helper()
 	conn := natstest.Connect(e.t, e.conn)
-	kv, err := conn.JS.KeyValue(e.t.Context(), merger.Bucket)
+	kv, err := kvlease.OpenBucket(e.t.Context(), conn.JS, merger.Bucket)
 	require.NoError(e.t, err)
 	store, err := state.Ensure(e.t.Context(), conn.JS, 1)
 	require.NoError(e.t, err)

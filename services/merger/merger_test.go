@@ -378,3 +378,31 @@ func TestMerger_RebaseUpdateAndDeleteBranch(t *testing.T) {
 	refs := e.git("for-each-ref", "--format=%(refname)", "refs/heads/")
 	assert.Equal(t, "refs/heads/main", refs, "merged head branches deleted")
 }
+
+// TestMerger_FailedEnqueueKeepsArrivalOrder: when queuing the first PR
+// fails for a moment (GitHub answers 500 to its read), the second PR's
+// approval does not overtake it: PR 1 is still queued first, at position 1,
+// PR 2 behind it, and they merge in that order.
+func TestMerger_FailedEnqueueKeepsArrivalOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pr1, head1 := e.openPR("feat-a", "Add a", map[string]string{"a.txt": "a\n"})
+	pr2, head2 := e.openPR("feat-b", "Add b", map[string]string{"b.txt": "b\n"})
+	require.NoError(t, e.sim.SetStatus(e.repo, head1, "ci", "pending"))
+	e.sim.InjectFault(ghsim.Fault{Method: "GET", Path: fmt.Sprintf("/pulls/%d$", pr1.Number), Kind: ghsim.FaultStatus500})
+
+	// No client retries: the 500 fails the enqueue itself.
+	e.start(config(), "replica-1", e.Client(t, func(c *github.Config) { c.MaxRetries = -1 }))
+	e.approve(pr1, head1, "1")
+	e.approve(pr2, head2, "1")
+	q1 := e.rec.Wait(t, pr1, events.TypeMergeQueued, waitFor)
+	q2 := e.rec.Wait(t, pr2, events.TypeMergeQueued, waitFor)
+	assert.Less(t, q1.Seq, q2.Seq, "PR 1 queued first")
+	assert.Equal(t, 1, q1.Data.(*events.MergeQueued).Position)
+	assert.Equal(t, 2, q2.Data.(*events.MergeQueued).Position, "PR 2 queues behind PR 1")
+
+	require.NoError(t, e.sim.SetStatus(e.repo, head1, "ci", "success"))
+	r1 := e.rec.Wait(t, pr1, events.TypeMerged, waitFor)
+	r2 := e.rec.Wait(t, pr2, events.TypeMerged, waitFor)
+	assert.Less(t, r1.Seq, r2.Seq, "PR 1 merged first")
+}

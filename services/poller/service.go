@@ -12,6 +12,7 @@ import (
 	"github.com/prloop/prloop/pkg/app"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -30,9 +31,9 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	if err != nil {
 		return nil, err
 	}
-	prs, err := js.KeyValue(ctx, state.Bucket)
+	prs, err := kvlease.OpenBucket(ctx, js, state.Bucket)
 	if err != nil {
-		return nil, fmt.Errorf("open kv bucket %s: %w", state.Bucket, err)
+		return nil, err
 	}
 	var status *StatusWriter
 	sharder := NewSharder(leases, leaseTTL(cfg.PollInterval), log)

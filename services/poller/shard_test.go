@@ -13,6 +13,7 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/state"
@@ -69,7 +70,7 @@ func TestPoller_TwoReplicasShareRepositories(t *testing.T) {
 	start := func(conn *natsx.Conn) (*probeLog, *poller.Sharder, func()) {
 		leases, err := poller.EnsureLeases(t.Context(), conn.JS, 1)
 		require.NoError(t, err)
-		kv, err := conn.JS.KeyValue(t.Context(), state.Bucket)
+		kv, err := kvlease.OpenBucket(t.Context(), conn.JS, state.Bucket)
 		require.NoError(t, err)
 		store := state.NewStore(kv)
 		pl := &probeLog{GitHub: e.client, probe: map[string]time.Time{}}
