@@ -145,13 +145,16 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the 
 // startLoop runs the four services in this process, as `prloop run` does,
 // with the settings of the environment, until the test ends; the context
 // ends with them.
-func startLoop(t *testing.T, name string) (context.Context, *app.Runtime, []app.Service) {
+func startLoop(t *testing.T, name string, clock ...func() time.Time) (context.Context, *app.Runtime, []app.Service) {
 	t.Helper()
 	cfg := &allConfig{}
 	require.NoError(t, cfg.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
 	rt, err := app.Start(ctx, name, cfg.Shared(), logging.New(io.Discard, "error", "json"))
 	require.NoError(t, err)
+	if len(clock) > 0 {
+		rt.Now = clock[0] // the poller's, as the demo moves it
+	}
 	services, err := buildServices(ctx, rt, cfg)
 	require.NoError(t, err)
 	served := make(chan error, 1)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,6 +117,8 @@ the other is never reviewed and is escalated to a human.
 	if err != nil {
 		return err
 	}
+	clock := &demoClock{}
+	rt.Now = clock.Now
 	services, err := buildServices(runCtx, rt, cfg)
 	if err != nil {
 		_ = rt.Close(context.Background())
@@ -133,7 +136,7 @@ the other is never reviewed and is escalated to a human.
 	}
 	fmt.Fprintln(stdout)
 
-	play := &demoPlay{w: w, out: stdout, color: color, start: time.Now()}
+	play := &demoPlay{w: w, clock: clock, out: stdout, color: color, start: time.Now()}
 	for _, s := range services {
 		if ps, ok := s.(*poller.Service); ok && ps.StatusWriter() != nil {
 			ps.StatusWriter().SetOnWrite(play.onStatus)
@@ -262,7 +265,7 @@ func demoEnv(w *demoWorld) map[string]string {
 		"PRLOOP_REVIEWERS":            ghsim.DemoReviewer,
 		"PRLOOP_REVIEW_PROTOCOLS":     "emoji,reviews",
 		"PRLOOP_POLL_INTERVAL":        "1s",
-		"PRLOOP_REVIEW_TIMEOUT":       "10s",
+		"PRLOOP_REVIEW_TIMEOUT":       demoReviewTimeout.String(),
 		"PRLOOP_DATA_DIR":             filepath.Join(w.dir, "nats"),
 		"PRLOOP_NATS_URL":             "",
 		"PRLOOP_NATS_PORT":            "-1",
@@ -281,9 +284,24 @@ func demoEnv(w *demoWorld) map[string]string {
 	}
 }
 
+// demoReviewTimeout is the demo's review timeout, as a team might set it.
+// The demo does not wait for it: once the reviewed PR is merged it moves
+// the poller's clock forward by as much (demoClock), so the neglected PR
+// times out then and the reviewed one never does, however slow the
+// machine.
+const demoReviewTimeout = time.Hour
+
+// demoClock is the poller's clock in the demo: the wall clock, moved
+// forward by skip.
+type demoClock struct{ offset atomic.Int64 }
+
+func (c *demoClock) Now() time.Time       { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *demoClock) skip(d time.Duration) { c.offset.Add(int64(d)) }
+
 // demoPlay shows the events and plays the reviewer.
 type demoPlay struct {
 	w     *demoWorld
+	clock *demoClock
 	out   io.Writer
 	color bool
 	start time.Time
@@ -402,6 +420,9 @@ func (p *demoPlay) react(d events.Data) {
 		p.fixes = d.FixCycle
 	case *events.Merged:
 		p.merged = d
+		// Nobody reviews the other PR: let its review timeout pass.
+		fmt.Fprintf(p.out, "… %s later, nobody has reviewed %s\n", demoReviewTimeout, p.w.neglected)
+		p.clock.skip(demoReviewTimeout)
 	}
 }
 

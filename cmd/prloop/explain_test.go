@@ -35,9 +35,10 @@ func playDemo(t *testing.T) *demoWorld {
 	for k, v := range demoEnv(w) {
 		t.Setenv(k, v)
 	}
-	ctx, rt, services := startLoop(t, "explain-test")
+	clock := &demoClock{}
+	ctx, rt, services := startLoop(t, "explain-test", clock.Now)
 
-	play := &demoPlay{w: w, out: io.Discard, start: time.Now()}
+	play := &demoPlay{w: w, clock: clock, out: io.Discard, start: time.Now()}
 	for _, s := range services {
 		if ps, ok := s.(*poller.Service); ok && ps.StatusWriter() != nil {
 			ps.StatusWriter().SetOnWrite(play.onStatus) // the play ends with the final status lines

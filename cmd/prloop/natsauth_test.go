@@ -125,7 +125,13 @@ func wantNATSUsers() map[string]natsUser {
 			pub = append(pub, "$KV."+b+".>")
 			pub = append(pub, kvRead(b)...)
 		}
+		for _, b := range ownBuckets[name] {
+			// kvlease.Bucket removes the marker a delete leaves.
+			pub = append(pub, "$JS.API.STREAM.PURGE.KV_"+b)
+		}
 		if name == poller.Name {
+			// MergedByPrloop reads the stream's last PRMerged of a PR.
+			pub = append(pub, "$JS.API.STREAM.MSG.GET."+events.StreamName)
 			// The status writer follows the stream as the page does
 			// (prstatus.Follower, followPermissions below).
 			pub = append(pub, poller.KickSubject)

@@ -71,7 +71,8 @@ func screenshotDir(t *testing.T) string {
 // TestPage_InABrowser runs `prloop demo -keep`, opens the web page it
 // prints in headless Chromium and checks what a person sees: the merged
 // PR, the escalated one with its reason, and, after hostile events (a
-// script as a login, an attribute break-out as a base branch), a queue
+// script as a login, an attribute break-out as a base branch and as a PR
+// title), a queue
 // entry and those values shown as text, with neither script run.
 func TestPage_InABrowser(t *testing.T) {
 	t.Parallel()
@@ -121,8 +122,8 @@ func TestPage_InABrowser(t *testing.T) {
 	text, title, _ := see("page.png")
 	assert.Equal(t, "prloop", title)
 	assert.NotContains(t, text, "Loading", "caught up")
-	assert.Regexp(t, `demo/widgets#1\s+success\s+merged as [0-9a-f]{7}`, text, "the merged PR")
-	assert.Regexp(t, `demo/widgets#2\s+error\s+needs a human: review timeout \(label human-review-required\)`, text, "the escalated PR")
+	assert.Regexp(t, `demo/widgets#1\s+Add a greeting helper\s+success\s+merged as [0-9a-f]{7}`, text, "the merged PR, with its title")
+	assert.Regexp(t, `demo/widgets#2\s+Add a farewell helper\s+error\s+needs a human: review timeout \(label human-review-required\)`, text, "the escalated PR")
 	assert.Regexp(t, `(?s)Recent escalations.*demo/widgets#2\s+review timeout`, text, "the escalation")
 
 	// Hostile values, published with the key the demo printed, as a
@@ -136,7 +137,7 @@ func TestPage_InABrowser(t *testing.T) {
 	)
 	emit := events.NewEmitter(conn.JS, "page-test")
 	for _, d := range []events.Data{
-		&events.ReviewInProgress{Base: events.Base{PR: ghref.PR{Owner: "demo", Repo: "widgets", Number: 9}, HeadSHA: "abc"}, Status: events.StatusInProgress, Actor: script},
+		&events.ReviewInProgress{Base: events.Base{PR: ghref.PR{Owner: "demo", Repo: "widgets", Number: 9}, HeadSHA: "abc", Title: attr}, Status: events.StatusInProgress, Actor: script},
 		&events.MergeQueued{Base: events.Base{PR: ghref.PR{Owner: "demo", Repo: "widgets", Number: 8}, HeadSHA: "abc"}, BaseBranch: attr},
 	} {
 		_, _, err := emit.Emit(t.Context(), d, "page-test")
@@ -151,5 +152,6 @@ func TestPage_InABrowser(t *testing.T) {
 	assert.False(t, pwned, "an injected script ran")
 	assert.Contains(t, text, "👀 "+script+" is reviewing", "the script is shown as text")
 	assert.Contains(t, text, "demo/widgets into "+attr, "the base branch is shown as text")
+	assert.Regexp(t, `demo/widgets#9\s+`+regexp.QuoteMeta(attr), text, "the title is shown as text")
 	assert.Regexp(t, `demo/widgets#8 — waiting \d+s`, text, "the queue entry, with how long it has waited")
 }

@@ -62,6 +62,10 @@ type Runtime struct {
 	// process collectors, the GitHub clients' and whatever the services
 	// register (package metrics). The all-in-one binary's services share it.
 	Registry *prometheus.Registry
+	// Now is the clock the poller judges review timeouts by; nil is
+	// time.Now. prloop demo moves it forward to show a review timeout
+	// without waiting for one.
+	Now func() time.Time
 
 	ghMetrics *metrics.GitHub
 

@@ -33,7 +33,10 @@
 //
 // Data field names are fixed so that consumers outside prloop can rely on
 // them: pr (owner, repo, number, url), head_sha, status, fix_cycle, reason,
-// merge_sha, actor, detail.
+// merge_sha, actor, detail. The poller's review statuses (PRReviewPending,
+// PRReviewInProgress, PRFeedbackReceived, PRReviewApproved) also carry
+// title: the PR's title when the poller read it, cleaned by CleanTitle but
+// otherwise the author's text, for display only (escape it).
 //
 //	| type                  | published by             | means                                                         | data (besides pr, head_sha)                  |
 //	|-----------------------|--------------------------|---------------------------------------------------------------|----------------------------------------------|

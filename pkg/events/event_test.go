@@ -2,8 +2,10 @@ package events
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -125,5 +127,29 @@ func TestStatus_Precedence(t *testing.T) {
 	order := []Status{StatusPending, StatusChangesRequested, StatusInProgress, StatusApproved}
 	for i := 1; i < len(order); i++ {
 		assert.Greater(t, order[i].Rank(), order[i-1].Rank(), "%s should beat %s", order[i], order[i-1])
+	}
+}
+
+func TestCleanTitle(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("é", MaxTitle+10)
+	for _, tc := range []struct{ name, in, want string }{
+		{name: "plain", in: "Add widgets", want: "Add widgets"},
+		{name: "newlines and tabs become one space", in: "Add\n\n\twidgets\r\n", want: "Add widgets"},
+		{name: "leading and trailing space dropped", in: "  Add  ", want: "Add"},
+		{name: "bidi override and zero-width marks", in: "Add\u202egnp.exe\u200b\u2066x", want: "Add gnp.exe x"},
+		{name: "terminal escape", in: "\x1b[31mred\x1b[0m", want: "[31mred [0m"},
+		{name: "invalid utf-8", in: "a\xffb", want: "a b"},
+		{name: "markup is kept as text", in: `<script>alert(1)</script>`, want: `<script>alert(1)</script>`},
+		{name: "emoji kept", in: "Fix 🐛", want: "Fix 🐛"},
+		{name: "cut to MaxTitle runes", in: long, want: strings.Repeat("é", MaxTitle)},
+		{name: "empty", in: "", want: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := CleanTitle(tc.in)
+			assert.Equal(t, tc.want, got)
+			assert.LessOrEqual(t, utf8.RuneCountInString(got), MaxTitle)
+		})
 	}
 }

@@ -2,7 +2,10 @@ package events
 
 import (
 	"fmt"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/prloop/prloop/pkg/ghref"
 )
@@ -117,6 +120,41 @@ type Data interface {
 type Base struct {
 	PR      ghref.PR `json:"pr"`
 	HeadSHA string   `json:"head_sha,omitempty"`
+	// Title is the PR's title as the publisher last read it from GitHub
+	// (the poller's review statuses carry it), cleaned by CleanTitle. It
+	// is whatever the PR's author wrote: show it escaped, never act on it.
+	Title string `json:"title,omitempty"`
+}
+
+// MaxTitle bounds a title in an event, in runes.
+const MaxTitle = 256
+
+// CleanTitle makes a PR title fit for an event: control and format
+// characters (newlines, bidi overrides, zero-width marks) become spaces,
+// runs of spaces one, and it is cut to MaxTitle runes.
+func CleanTitle(s string) string {
+	var b strings.Builder
+	n, space := 0, false
+	for _, r := range s {
+		if n == MaxTitle {
+			break
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.IsSpace(r) || r == utf8.RuneError {
+			space = b.Len() > 0
+			continue
+		}
+		if space {
+			b.WriteByte(' ')
+			n++
+			space = false
+			if n == MaxTitle {
+				break
+			}
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }
 
 // Ref returns the pull request the event is about.
@@ -124,6 +162,9 @@ func (b Base) Ref() ghref.PR { return b.PR }
 
 // Head returns the head commit the event is about (empty for commands).
 func (b Base) Head() string { return b.HeadSHA }
+
+// PRTitle returns the PR's title the event carries (often none).
+func (b Base) PRTitle() string { return b.Title }
 
 // WatchRequested is a command: start watching a PR.
 type WatchRequested struct {

@@ -73,6 +73,7 @@ type PullSummary struct {
 	State     string    `json:"state"`
 	Draft     bool      `json:"draft"`
 	HTMLURL   string    `json:"html_url"`
+	Title     string    `json:"title"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	User      struct {

@@ -55,6 +55,9 @@ type Options struct {
 type PR struct {
 	PR   ghref.PR `json:"pr"`
 	Head string   `json:"head_sha,omitempty"`
+	// Title is the PR's title from the latest event that carried one:
+	// the author's text, to be shown escaped.
+	Title string `json:"title,omitempty"`
 	// Status is the last review status the poller published.
 	Status events.Status `json:"status,omitempty"`
 	// Reviewing is who signalled "in review" (👀) on the head.
@@ -93,10 +96,21 @@ func (p *PR) Queued() bool { return p.QueuedSeq > 0 }
 type Board struct {
 	prs map[string]*PR
 	seq uint64
+	// Retention is how long a closed PR stays on the board after its last
+	// event; default Retain. Without it the board would hold every PR the
+	// stream ever named.
+	Retention time.Duration
 }
 
+// Retain is how long a board keeps a closed PR by default.
+const Retain = 7 * 24 * time.Hour
+
+// pruneEvery is how many events a board applies between two sweeps for
+// closed PRs past their retention.
+const pruneEvery = 256
+
 // NewBoard returns an empty board.
-func NewBoard() *Board { return &Board{prs: map[string]*PR{}} }
+func NewBoard() *Board { return &Board{prs: map[string]*PR{}, Retention: Retain} }
 
 // Get returns the PR's entry (nil when no event named it).
 func (b *Board) Get(pr ghref.PR) *PR { return b.prs[pr.Key()] }
@@ -124,12 +138,18 @@ func (b *Board) entry(pr ghref.PR) *PR {
 // board. Events must come in stream order.
 func (b *Board) Apply(d events.Data, at time.Time) {
 	b.seq++
+	if b.seq%pruneEvery == 0 {
+		b.prune(at)
+	}
 	p := b.entry(d.Ref())
 	p.Last, p.LastAt = d.EventType(), at
 	if u := d.Ref().URL; u != "" {
 		// The first event (a watch request) often has no URL; a later one
 		// from the poller or the merger has the PR's html URL.
 		p.PR.URL = u
+	}
+	if t, ok := d.(interface{ PRTitle() string }); ok && t.PRTitle() != "" {
+		p.Title = t.PRTitle()
 	}
 	head := ""
 	if h, ok := d.(interface{ Head() string }); ok {
@@ -198,6 +218,17 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.Escalation, p.EscalationDetail, p.Fixing = e.Reason, firstNonEmpty(e.LastError, e.Detail), false
 	case *events.Escalated:
 		p.Escalation = e.Reason
+	}
+}
+
+// prune drops the closed PRs whose last event is older than the
+// retention at now (the event time being applied, so every replica folding
+// the same stream keeps the same PRs).
+func (b *Board) prune(now time.Time) {
+	for k, p := range b.prs {
+		if p.Closed && now.Sub(p.LastAt) > b.Retention {
+			delete(b.prs, k)
+		}
 	}
 }
 

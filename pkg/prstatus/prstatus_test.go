@@ -150,3 +150,39 @@ func TestBoard_KeepsTheURLALaterEventBrings(t *testing.T) {
 	b.Apply(&events.MergeQueued{Base: base(pr1, headA), BaseBranch: "main"}, time.Now())
 	assert.Equal(t, withURL.URL, b.Get(pr1).PR.URL, "the poller's URL is kept, an event without one does not clear it")
 }
+
+func TestBoard_KeepsTheTitleALaterEventBrings(t *testing.T) {
+	t.Parallel()
+	b := prstatus.NewBoard()
+	b.Apply(&events.WatchRequested{Base: base(pr1, "")}, time.Now())
+	assert.Empty(t, b.Get(pr1).Title, "a watch request names no title")
+	b.Apply(&events.ReviewPending{Base: events.Base{PR: pr1, HeadSHA: headA, Title: "Add widgets"}, Status: events.StatusPending}, time.Now())
+	b.Apply(&events.MergeQueued{Base: base(pr1, headA), BaseBranch: "main"}, time.Now())
+	assert.Equal(t, "Add widgets", b.Get(pr1).Title, "an event without a title keeps the last one")
+	b.Apply(&events.ReviewApproved{Base: events.Base{PR: pr1, HeadSHA: headA, Title: "Add gadgets"}, Status: events.StatusApproved}, time.Now())
+	assert.Equal(t, "Add gadgets", b.Get(pr1).Title, "a renamed PR's new title")
+}
+
+// TestBoard_ForgetsClosedPRsAfterRetention: a closed PR leaves the board
+// once its last event is older than the retention; an open PR stays
+// however quiet it is.
+func TestBoard_ForgetsClosedPRsAfterRetention(t *testing.T) {
+	t.Parallel()
+	b := prstatus.NewBoard()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.Apply(&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending}, t0)
+	b.Apply(&events.Merged{Base: base(pr1, headA), MergeSHA: headB}, t0)
+	b.Apply(&events.Closed{Base: base(pr1, headA), Merged: true}, t0)
+	b.Apply(&events.ReviewPending{Base: base(pr2, headB), Status: events.StatusPending}, t0)
+	later := t0.Add(prstatus.Retain - time.Hour)
+	for range 300 {
+		b.Apply(&events.ReviewPending{Base: base(pr3, headB), Status: events.StatusPending}, later)
+	}
+	require.NotNil(t, b.Get(pr1), "within the retention")
+	for range 300 {
+		b.Apply(&events.ReviewPending{Base: base(pr3, headB), Status: events.StatusPending}, t0.Add(prstatus.Retain+time.Hour))
+	}
+	assert.Nil(t, b.Get(pr1), "the merged PR is forgotten")
+	assert.NotNil(t, b.Get(pr2), "the open PR stays")
+	assert.Equal(t, "not watched by prloop", b.Line(pr1, prstatus.Options{}).Text)
+}

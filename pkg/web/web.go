@@ -188,7 +188,7 @@ type model struct {
 }
 
 type prRow struct {
-	Ref, URL, Head, State, Text, Last, Ago string
+	Ref, URL, Title, Head, State, Text, Last, Ago string
 }
 
 type queue struct {
@@ -197,9 +197,9 @@ type queue struct {
 }
 
 type queueEntry struct {
-	Pos                   int
-	Ref, URL, Text, State string
-	Waited                string
+	Pos                          int
+	Ref, URL, Title, Text, State string
+	Waited                       string
 }
 
 type escRow struct {
@@ -238,7 +238,7 @@ func (p *Page) model(feed *Feed) model {
 		for _, pr := range prs {
 			l := b.Line(pr.PR, p.o.Line)
 			m.PRs = append(m.PRs, prRow{
-				Ref: pr.PR.String(), URL: p.url(pr.PR), Head: short(pr.Head), State: string(l.State), Text: l.Text,
+				Ref: pr.PR.String(), URL: p.url(pr.PR), Title: pr.Title, Head: short(pr.Head), State: string(l.State), Text: l.Text,
 				Last: string(pr.Last), Ago: ago(now, pr.LastAt),
 			})
 			k := qkey{pr.PR.RepoRef().Key(), pr.Base}
@@ -249,7 +249,7 @@ func (p *Page) model(feed *Feed) model {
 			q := queue{Repo: pr.PR.RepoRef().String(), Base: pr.Base}
 			for i, e := range b.Queue(pr.PR.RepoRef(), pr.Base) {
 				el := b.Line(e.PR, p.o.Line)
-				q.Entries = append(q.Entries, queueEntry{Pos: i + 1, Ref: e.PR.String(), URL: p.url(e.PR), Text: el.Text, State: string(el.State), Waited: since(now, e.QueuedAt)})
+				q.Entries = append(q.Entries, queueEntry{Pos: i + 1, Ref: e.PR.String(), URL: p.url(e.PR), Title: e.Title, Text: el.Text, State: string(el.State), Waited: since(now, e.QueuedAt)})
 			}
 			m.Queues = append(m.Queues, q)
 		}

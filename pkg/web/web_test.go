@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"html/template"
 	"io"
 	"log/slog"
 	"net/http"
@@ -169,6 +170,10 @@ func TestPage_EscapesHostileValues(t *testing.T) {
 				{&events.Escalated{Base: b(evil), Reason: events.Reason(hostile)}, t0},
 			}},
 			{name: "head", events: []applied{{&events.ReviewPending{Base: events.Base{PR: evil, HeadSHA: hostile}, Status: events.StatusPending}, t0}}},
+			{name: "title in the list and the queue", events: []applied{
+				{&events.ReviewApproved{Base: events.Base{PR: evil, HeadSHA: "abc", Title: hostile}, Status: events.StatusApproved, Approvers: []string{"alice"}}, t0},
+				{&events.MergeQueued{Base: b(evil), BaseBranch: "main"}, t0},
+			}},
 			{name: "error", events: nil},
 		} {
 			t.Run(tc.name+" "+hostile, func(t *testing.T) {
@@ -178,6 +183,9 @@ func TestPage_EscapesHostileValues(t *testing.T) {
 					assert.NotContains(t, body, raw, "unescaped hostile input in the page:\n%s", body)
 				}
 				assert.Contains(t, body, "&lt;", "the hostile value is shown, as text")
+				if strings.HasPrefix(tc.name, "title") {
+					assert.Equal(t, 2, strings.Count(body, template.HTMLEscapeString(hostile)), "the title, as text, in the list and in the queue:\n%s", body)
+				}
 				assert.Equal(t, 1, strings.Count(body, "<style>"), "only the page's own elements")
 			})
 		}

@@ -17,9 +17,12 @@ import (
 type Observation struct {
 	HeadSHA string
 	// Anchor is when HeadSHA became the head (used only when it is new).
-	Anchor  time.Time
-	Author  string
-	URL     string
+	Anchor time.Time
+	Author string
+	URL    string
+	// Title is the PR's title, cleaned (events.CleanTitle); the status
+	// events carry it for pages and people, never for decisions.
+	Title   string
 	Verdict review.Verdict
 	// Fingerprint is the probe's summary of the PR.
 	Fingerprint string
@@ -106,7 +109,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	}
 
 	var out []Emit
-	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA}
+	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title}
 	status := v.Status
 	if next.Status == events.StatusApproved && next.HeadSHA == next.MergeUpdatedHeadSHA && status != events.StatusChangesRequested {
 		// The merger brought the approved head up to date itself: the

@@ -592,3 +592,25 @@ func TestPoller_DryRunMergeChangesNothing(t *testing.T) {
 	assert.False(t, st.Merged)
 	assert.False(t, st.Closed)
 }
+
+// TestPoller_StatusEventsCarryTheCleanTitle: the poller's status events
+// carry the PR's title as GitHub has it, with control and bidi characters
+// made spaces, for the page and `prloop status`; a watched PR's and a
+// discovered PR's alike.
+func TestPoller_StatusEventsCarryTheCleanTitle(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.sim.PushCommit(e.repo, "other", "agent", map[string]string{"o.go": "package main\n"}, "Other")
+	require.NoError(t, err)
+	other, err := e.sim.OpenPR(e.repo, ghsim.PRInput{Title: "Fix\n\u202e<b>the</b>\tbug", Head: "other", Author: "agent"})
+	require.NoError(t, err)
+	_, err = e.client.AddLabels(t.Context(), other, "prloop")
+	require.NoError(t, err)
+
+	e.start(e.config(func(c *poller.Config) { c.Repos = []string{"acme/socket.io"}; c.WatchLabel = "prloop" }))
+	e.watch(e.pr)
+	watched := e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor).Data.(*events.ReviewPending)
+	assert.Equal(t, "Add main", watched.Title)
+	discovered := e.rec.Wait(t, other, events.TypeReviewPending, waitFor).Data.(*events.ReviewPending)
+	assert.Equal(t, "Fix <b>the</b> bug", discovered.Title)
+}

@@ -165,14 +165,14 @@ func (s *Service) wanted(p pullInfo) bool {
 
 // pullInfo is what the poller keeps of a PR from the open-pulls list.
 type pullInfo struct {
-	head, author, url string
-	created, updated  time.Time
-	labels            []string
+	head, author, url, title string
+	created, updated         time.Time
+	labels                   []string
 }
 
 func pullInfoOf(p *gh.PullRequest) pullInfo {
 	pi := pullInfo{
-		head: p.GetHead().GetSHA(), author: p.GetUser().GetLogin(), url: p.GetHTMLURL(),
+		head: p.GetHead().GetSHA(), author: p.GetUser().GetLogin(), url: p.GetHTMLURL(), title: p.GetTitle(),
 		created: p.GetCreatedAt().Time, updated: p.GetUpdatedAt().Time,
 	}
 	for _, l := range p.Labels {
@@ -182,7 +182,7 @@ func pullInfoOf(p *gh.PullRequest) pullInfo {
 }
 
 func pullInfoOfSummary(p github.PullSummary) pullInfo {
-	pi := pullInfo{head: p.Head.SHA, author: p.User.Login, url: p.HTMLURL, created: p.CreatedAt, updated: p.UpdatedAt}
+	pi := pullInfo{head: p.Head.SHA, author: p.User.Login, url: p.HTMLURL, title: p.Title, created: p.CreatedAt, updated: p.UpdatedAt}
 	for _, l := range p.Labels {
 		pi.labels = append(pi.labels, l.Name)
 	}
@@ -360,7 +360,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	})
 	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: author, Addressed: cur.Addressed()}, s.policy, authz)
 	obs := Observation{
-		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url,
+		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Now: s.d.Now(),
 	}
 	if is != nil {

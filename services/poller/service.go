@@ -43,7 +43,7 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 		status = NewStatusWriter(opts, client, js, log.With("part", "status"))
 	}
 	s := New(cfg, Deps{
-		GitHub: client, Store: rt.Store, JS: js, Log: log, Self: self,
+		GitHub: client, Store: rt.Store, JS: js, Log: log, Self: self, Now: rt.Now,
 		Merged: MergedByPrloop(js),
 		Shard:  sharder, Status: status,
 		Kicks:   natsKicks{nc: rt.Conn.NC},

@@ -228,11 +228,12 @@ func (w *StatusWriter) flush(ctx context.Context, pr ghref.PR) error {
 	if w.opts.Owns != nil && !w.opts.Owns(pr.RepoRef()) {
 		return nil
 	}
+	key := pr.Key()
 	head, l, ok := w.current(pr)
 	if !ok {
+		w.forget(key)
 		return nil
 	}
-	key := pr.Key()
 	w.mu.Lock()
 	last, known := w.last[key]
 	w.mu.Unlock()
@@ -245,7 +246,7 @@ func (w *StatusWriter) flush(ctx context.Context, pr ghref.PR) error {
 			return err
 		}
 		if shown == l {
-			w.remember(key, head, l)
+			w.remember(pr, head, l)
 			return nil
 		}
 	}
@@ -254,6 +255,7 @@ func (w *StatusWriter) flush(ctx context.Context, pr ghref.PR) error {
 	}
 	// The latest line wins: the wait may have outlived the one read above.
 	if head, l, ok = w.current(pr); !ok {
+		w.forget(key)
 		return nil
 	}
 	if w.opts.DryRun {
@@ -263,7 +265,7 @@ func (w *StatusWriter) flush(ctx context.Context, pr ghref.PR) error {
 	}); err != nil {
 		return fmt.Errorf("write the status of %s: %w", pr, err)
 	}
-	w.remember(key, head, l)
+	w.remember(pr, head, l)
 	w.mu.Lock()
 	onWrite := w.onWrite
 	w.mu.Unlock()
@@ -273,10 +275,42 @@ func (w *StatusWriter) flush(ctx context.Context, pr ghref.PR) error {
 	return nil
 }
 
-func (w *StatusWriter) remember(key, head string, l prstatus.Line) {
+// remember keeps the line on the PR's head, but of a merged PR nothing:
+// its line is final, and a late event about it compares with GitHub first
+// and writes nothing.
+func (w *StatusWriter) remember(pr ghref.PR, head string, l prstatus.Line) {
+	if w.merged(pr) {
+		w.forget(pr.Key())
+		return
+	}
 	w.mu.Lock()
-	w.last[key] = written{head: head, line: l}
+	w.last[pr.Key()] = written{head: head, line: l}
 	w.mu.Unlock()
+}
+
+// merged reports whether the board says the PR was merged.
+func (w *StatusWriter) merged(pr ghref.PR) bool {
+	m := false
+	w.follow.View(func(b *prstatus.Board) {
+		if p := b.Get(pr); p != nil {
+			m = p.Merged
+		}
+	})
+	return m
+}
+
+// forget drops what the writer keeps of a PR that is done.
+func (w *StatusWriter) forget(key string) {
+	w.mu.Lock()
+	delete(w.last, key)
+	w.mu.Unlock()
+}
+
+// tracked is how many PRs the writer keeps a written line of.
+func (w *StatusWriter) tracked() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.last)
 }
 
 // shown is prloop's status on head as GitHub shows it (zero when none).

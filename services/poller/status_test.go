@@ -29,6 +29,7 @@ type statusEnv struct {
 	*env
 	head   string
 	writes atomic.Int64
+	writer *poller.StatusWriter // the last one started
 }
 
 func newStatusEnv(t *testing.T) *statusEnv {
@@ -51,7 +52,8 @@ func (e *statusEnv) startWriter(mut ...func(*poller.StatusOptions)) (stop func()
 	for _, m := range mut {
 		m(&opts)
 	}
-	return apptest.Run(e.t, poller.NewStatusWriter(opts, e.client, e.conn.JS, quiet()))
+	e.writer = poller.NewStatusWriter(opts, e.client, e.conn.JS, quiet())
+	return apptest.Run(e.t, e.writer)
 }
 
 // publish emits d about the PR's head with a unique id.
@@ -134,6 +136,7 @@ func TestStatusWriter_EveryLineReachesGitHub(t *testing.T) {
 	e.publish(&events.Closed{Base: b, Merged: true})
 	e.other()
 	assert.Equal(t, want, e.history(), "the merged line is final")
+	assert.Equal(t, 1, e.writer.Tracked(), "the merged PR is forgotten, the other one kept")
 }
 
 // TestStatusWriter_Coalesces: a burst of changes within the coalescing
@@ -202,4 +205,20 @@ func TestStatusWriter_NotForClosedPRs(t *testing.T) {
 	e.startWriter()
 	e.other()
 	assert.Empty(t, e.history(), "nothing for the closed PR")
+}
+
+// TestStatusWriter_ForgetsClosedPRs: what the writer keeps of a PR goes
+// when the PR is closed, so that it does not grow with every PR ever seen.
+func TestStatusWriter_ForgetsClosedPRs(t *testing.T) {
+	t.Parallel()
+	e := newStatusEnv(t)
+	e.startWriter()
+	b := e.base()
+	e.publish(&events.ReviewPending{Base: b, Status: events.StatusPending})
+	e.waitLine("pending waiting for review")
+	assert.Equal(t, 1, e.writer.Tracked())
+	e.publish(&events.Closed{Base: b})
+	e.other()
+	assert.Equal(t, 1, e.writer.Tracked(), "only the other PR is kept")
+	assert.Equal(t, []string{"pending waiting for review"}, e.history(), "nothing written for the close")
 }
