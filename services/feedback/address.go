@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -166,7 +167,15 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 		a.log.Info("PR head moved since the change request; it is stale", "now", short(head))
 		return a.skip(ctx, "the head moved to "+short(head))
 	}
-	a.cycle = max(req.FixCycle, st.FixCycle)
+	if resuming && a.rec.FixCycle > 0 {
+		// The PR's state may count this change request's push already
+		// (a failure after its update): the record numbered the fix
+		// before anything was pushed.
+		a.cycle = a.rec.FixCycle - 1
+	} else {
+		a.cycle = max(req.FixCycle, st.FixCycle)
+		a.rec.FixCycle = a.cycle + 1
+	}
 	if a.cycle >= s.cfg.MaxFixCycles && !resuming {
 		a.log.Info("fix cycles used up; escalating", "max", s.cfg.MaxFixCycles)
 		return a.escalate(ctx, events.ReasonMaxFixCycles, "",
@@ -179,8 +188,18 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 		return Result{}, err
 	}
 	if resuming {
-		a.log.Info("resuming an interrupted attempt", "runs", a.rec.Runs)
-		res, err := a.verify(ctx, true)
+		a.log.Info("resuming an interrupted attempt", "runs", a.rec.Runs, "phase", a.rec.Phase)
+		// Whatever the worktree holds is never pushed on a resume: an
+		// interrupted agent run left it half-finished, and a finished
+		// run's work is in the mirror.
+		if err := a.git.Reset(ctx, a.wt, req.HeadSHA); err != nil {
+			return Result{}, err
+		}
+		result := ""
+		if a.rec.Phase == PhaseAgentFinished && a.git.HasCommit(ctx, a.wt, a.rec.ResultSHA) {
+			result = a.rec.ResultSHA
+		}
+		res, err := a.verify(ctx, result)
 		switch {
 		case err == nil:
 			return a.addressed(ctx, res)
@@ -189,9 +208,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 		case !errors.Is(err, ErrNoChange):
 			return Result{}, err
 		}
-		if err := a.git.Reset(ctx, a.wt, req.HeadSHA); err != nil {
-			return Result{}, err
-		}
+		a.log.Info("the interrupted agent run left no fix; running the agent again")
 	}
 
 	prompt, err := a.prompt(ctx, st)
@@ -227,6 +244,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 				fmt.Sprintf("the agent ran %s on this PR (PRLOOP_AGENT_BUDGET=%s)", a.rec.AgentSpent.Round(time.Second), s.cfg.AgentBudget))
 		}
 		a.rec.Runs++
+		a.rec.Phase, a.rec.ResultSHA = PhaseAgentStarted, ""
 		if err := a.save(ctx); err != nil {
 			return Result{}, err
 		}
@@ -247,10 +265,23 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			cancel()
 			return Result{}, context.Cause(ctx)
 		}
+		var result string
+		var err error
+		if agentErr == nil {
+			// Only the work of a run that ended normally is taken in, and
+			// recorded as taken in before anything is pushed.
+			msg := fmt.Sprintf("address review feedback on #%d", a.req.PR.Number)
+			if result, err = a.git.Export(ctx, a.wt, start, msg); err == nil {
+				a.rec.Phase, a.rec.ResultSHA = PhaseAgentFinished, result
+			}
+		}
 		if err := a.save(ctx); err != nil {
 			return Result{}, err
 		}
-		res, err := a.verify(ctx, agentErr == nil)
+		var res fixResult
+		if err == nil {
+			res, err = a.verify(ctx, result)
+		}
 		s.d.Metrics.AgentRun(agentResult(agentErr, err))
 		switch {
 		case err == nil:
@@ -326,15 +357,25 @@ func (a *attempt) setup(ctx context.Context, st state.PR, resuming bool) error {
 	mirror, out := filepath.Join(base, "mirror.git"), filepath.Join(a.files, "out")
 	if st.Worktree != "" {
 		wt := Worktree{Dir: st.Worktree, Remote: remote, Branch: branch, Mirror: mirror, Number: pr.Number, Out: out}
+		if resuming && a.rec.Worktree == st.Worktree {
+			// The untracked files there now may be the interrupted
+			// agent's: the user's are those from before the attempt.
+			wt.Keep = map[string]bool{}
+			for _, f := range a.rec.UserFiles {
+				wt.Keep[f] = true
+			}
+		}
 		why, err := a.git.Adopt(ctx, &wt, a.req.HeadSHA, resuming)
 		if err == nil && why == "" {
 			a.wt = wt
+			a.rec.Worktree, a.rec.UserFiles = wt.Dir, slices.Sorted(maps.Keys(wt.Keep))
 			return nil
 		}
 		a.log.Info("not using the watch request's worktree; cloning", "worktree", st.Worktree, "why", why, "err", err)
 	}
 	a.wt = Worktree{Dir: filepath.Join(base, "pr-"+strconv.Itoa(pr.Number)), Own: true, Remote: remote, Branch: branch, Mirror: mirror, Number: pr.Number, Out: out}
-	return a.git.Clone(ctx, a.wt, a.req.HeadSHA, resuming)
+	a.rec.Worktree, a.rec.UserFiles = "", nil
+	return a.git.Clone(ctx, a.wt, a.req.HeadSHA)
 }
 
 // prompt gathers the feedback and renders the prompt; "" means there is
@@ -399,12 +440,11 @@ type fixResult struct {
 }
 
 // verify establishes whether the PR's branch on GitHub moved from the
-// change request's head to a descendant, pushing the agent's local work
-// first when local is set (committing what it left uncommitted). Every
-// decision is made in prloop's mirror, on the agent's work as the mirror
-// took it in; checking that the branch exists would prove nothing: it
-// existed before.
-func (a *attempt) verify(ctx context.Context, local bool) (fixResult, error) {
+// change request's head to a descendant, pushing result first when it is
+// set: the work of an agent run that ended normally, as the mirror took it
+// in (Export). Every decision is made in prloop's mirror; checking that the
+// branch exists would prove nothing: it existed before.
+func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) {
 	start := a.req.HeadSHA
 	remote, err := a.remoteHead(ctx)
 	if err != nil {
@@ -416,21 +456,15 @@ func (a *attempt) verify(ctx context.Context, local bool) (fixResult, error) {
 		}
 	}
 	target, pushed := remote, false
-	if local {
-		head, err := a.git.Export(ctx, a.wt, start, fmt.Sprintf("address review feedback on #%d", a.req.PR.Number))
-		if err != nil {
+	if result != "" && result != remote {
+		if ok, err := a.git.IsAncestor(ctx, a.wt, remote, result); err != nil {
 			return fixResult{}, err
-		}
-		if head != remote {
-			if ok, err := a.git.IsAncestor(ctx, a.wt, remote, head); err != nil {
-				return fixResult{}, err
-			} else if ok {
-				target, pushed = head, true
-			} else if behind, err := a.git.IsAncestor(ctx, a.wt, head, remote); err != nil {
-				return fixResult{}, err
-			} else if !behind {
-				return fixResult{}, fmt.Errorf("local %s and the branch's %s diverged: %w", short(head), short(remote), ErrRewritten)
-			}
+		} else if ok {
+			target, pushed = result, true
+		} else if behind, err := a.git.IsAncestor(ctx, a.wt, result, remote); err != nil {
+			return fixResult{}, err
+		} else if !behind {
+			return fixResult{}, fmt.Errorf("local %s and the branch's %s diverged: %w", short(result), short(remote), ErrRewritten)
 		}
 	}
 	if target == start {
@@ -459,7 +493,7 @@ func (a *attempt) verify(ctx context.Context, local bool) (fixResult, error) {
 	}
 	at := a.s.d.Now()
 	a.log.Info("pushed the fix", "new_head", short(target))
-	a.rec.PushedSHA, a.rec.PushedAt = target, at
+	a.rec.Phase, a.rec.PushedSHA, a.rec.PushedAt = PhasePushed, target, at
 	if err := a.save(ctx); err != nil {
 		return fixResult{}, err
 	}

@@ -374,6 +374,15 @@ func (g *Git) Dirty(ctx context.Context, wt Worktree) (bool, error) {
 	return len(files) > 0, err
 }
 
+// HasCommit reports whether the mirror holds the commit sha.
+func (g *Git) HasCommit(ctx context.Context, wt Worktree, sha string) bool {
+	if !shaRE.MatchString(sha) {
+		return false
+	}
+	_, err := g.mirrorGit(ctx, wt.Mirror, "", "cat-file", "-e", sha+"^{commit}")
+	return err == nil
+}
+
 // IsAncestor reports whether commit a is an ancestor of (or equal to) b
 // in the mirror.
 func (g *Git) IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error) {
@@ -386,11 +395,10 @@ func (g *Git) IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, e
 
 // Clone prepares prloop's own clone of the PR at wt.Dir from the mirror:
 // created when absent, fetched otherwise, and on a local branch named like
-// the PR's head branch tracking origin/<branch>. Unless keep is set, or
-// the checkout holds work made from start, it is reset to start, clean.
-// The clone's origin is the PR's clone URL, for the agent's information:
+// the PR's head branch tracking origin/<branch>, reset to start, clean:
+// nothing an earlier agent run left there survives. The clone's origin is the PR's clone URL, for the agent's information:
 // the agent has no credential to use it with.
-func (g *Git) Clone(ctx context.Context, wt Worktree, start string, keep bool) error {
+func (g *Git) Clone(ctx context.Context, wt Worktree, start string) error {
 	if err := g.check(ctx, wt, start); err != nil {
 		return err
 	}
@@ -410,13 +418,9 @@ func (g *Git) Clone(ctx context.Context, wt Worktree, start string, keep bool) e
 		if _, err := g.worktreeGit(ctx, wt, nil, "", "remote", "add", "origin", wt.Remote); err != nil {
 			return err
 		}
-		keep = false
 	}
 	if err := g.fetchIntoWorktree(ctx, wt); err != nil {
 		return err
-	}
-	if keep && g.holdsWorkOn(ctx, wt, start) {
-		return nil // the work of an interrupted attempt on this change request
 	}
 	return g.Reset(ctx, wt, start)
 }
@@ -430,20 +434,6 @@ func (g *Git) check(ctx context.Context, wt Worktree, start string) error {
 		return fmt.Errorf("%w: head %q is not a commit id", ErrUnusable, start)
 	}
 	return g.checkBranch(ctx, wt.Branch)
-}
-
-// holdsWorkOn reports whether wt holds work made from start: uncommitted
-// changes, or commits on top of it. The worktree's word is checked in the
-// mirror only for commits the mirror has; others count as work, which
-// Export then takes in and verifies.
-func (g *Git) holdsWorkOn(ctx context.Context, wt Worktree, start string) bool {
-	head, err := g.Head(ctx, wt)
-	dirty, derr := g.Dirty(ctx, wt)
-	if err != nil || derr != nil || (!dirty && head == start) {
-		return false
-	}
-	ok, err := g.worktreeIsAncestor(ctx, wt, start, head)
-	return err == nil && ok
 }
 
 // worktreeIsAncestor asks the worktree's git whether a is an ancestor of
@@ -492,8 +482,9 @@ func (g *Git) Reset(ctx context.Context, wt Worktree, start string) error {
 // Adopt checks whether the user's worktree at wt.Dir can be used for the
 // change request on start: it must be a checkout of wt.Branch, and either
 // at start, behind it without modified files (then fast-forwarded), or,
-// when resuming, holding work made from start. It returns why not
-// otherwise, and records the untracked files present now as the user's.
+// when resuming, holding work of an interrupted attempt made from start
+// (for the caller to reset). It returns why not otherwise. Unless wt.Keep
+// already names the user's untracked files, it records those present now.
 func (g *Git) Adopt(ctx context.Context, wt *Worktree, start string, resuming bool) (string, error) {
 	if st, err := os.Stat(wt.Dir); err != nil || !st.IsDir() {
 		return "not a directory", nil
@@ -522,13 +513,15 @@ func (g *Git) Adopt(ctx context.Context, wt *Worktree, start string, resuming bo
 	if err != nil {
 		return "", err
 	}
-	files, err := g.untracked(ctx, *wt)
-	if err != nil {
-		return "", err
-	}
-	wt.Keep = map[string]bool{}
-	for _, f := range files {
-		wt.Keep[f] = true
+	if wt.Keep == nil {
+		files, err := g.untracked(ctx, *wt)
+		if err != nil {
+			return "", err
+		}
+		wt.Keep = map[string]bool{}
+		for _, f := range files {
+			wt.Keep[f] = true
+		}
 	}
 	if resuming && (dirty || head != start) {
 		if ok, _ := g.worktreeIsAncestor(ctx, *wt, start, head); ok {
@@ -602,7 +595,7 @@ func (g *Git) Export(ctx context.Context, wt Worktree, start, message string) (s
 	if !shaRE.MatchString(head) {
 		return "", fmt.Errorf("%w: the worktree's head %q is not a commit id", ErrGit, Truncate(head, 80))
 	}
-	if _, err := g.mirrorGit(ctx, wt.Mirror, "", "cat-file", "-e", head+"^{commit}"); err == nil {
+	if g.HasCommit(ctx, wt, head) {
 		return head, nil // nothing new: start itself, or a commit the mirror has
 	}
 	if err := os.MkdirAll(wt.Out, 0o700); err != nil {

@@ -69,6 +69,9 @@ type env struct {
 	reg *prometheus.Registry
 	// environ is added to every instance's environment.
 	environ []string
+	// wrapJS, when set, stands between every instance and JetStream (to
+	// inject faults).
+	wrapJS func(events.JetStreamConsumer) events.JetStreamConsumer
 }
 
 // newEnv builds the world with the simulator's page size capped at
@@ -213,8 +216,12 @@ func (e *env) start(name string, cfg feedback.Config) *instance {
 	store, err := state.Ensure(ctx, conn.JS, 1)
 	require.NoError(e.t, err)
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", name)
+	var js events.JetStreamConsumer = conn.JS
+	if e.wrapJS != nil {
+		js = e.wrapJS(js)
+	}
 	svc, err := feedback.New(cfg, feedback.Deps{
-		GitHub: e.client, Store: store, JS: conn.JS, KV: kv, Log: log, Holder: name,
+		GitHub: e.client, Store: store, JS: js, KV: kv, Log: log, Holder: name,
 		Self: "prloop-bot", Now: e.sim.Now, GitBin: e.gitBin, Metrics: metrics.NewFeedback(e.reg),
 		Environ: func() []string {
 			return append(append(append(os.Environ(), secretEnv()...), e.environ...), "INSTANCE="+name)

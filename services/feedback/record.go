@@ -46,6 +46,24 @@ const (
 	OutcomeDuplicate Outcome = "duplicate"
 )
 
+// Phase is how far an attempt's latest agent run got.
+type Phase string
+
+// Phases, in order. A resume discards the worktree in every phase: an
+// agent run that did not end normally (shutdown, lost lease, crash) left
+// half-finished work, and a finished run's work is in the mirror.
+const (
+	// PhaseAgentStarted: a run started; no work of it was taken in. A
+	// resume runs the agent again.
+	PhaseAgentStarted Phase = "agent-started"
+	// PhaseAgentFinished: a run ended normally and its work is ResultSHA
+	// in the mirror. A resume checks and pushes that, when the mirror
+	// has it, and runs the agent again otherwise.
+	PhaseAgentFinished Phase = "agent-finished"
+	// PhasePushed: prloop pushed PushedSHA. A resume publishes the fix.
+	PhasePushed Phase = "pushed"
+)
+
 // Request is one change request: the content of a PRFeedbackReceived.
 type Request struct {
 	PR       ghref.PR
@@ -75,6 +93,23 @@ type Record struct {
 	// change requests: what PRLOOP_AGENT_BUDGET bounds. It is carried over
 	// when a new change request starts a fresh record.
 	AgentSpent time.Duration `json:"agent_spent_ns,omitempty"`
+	// FixCycle is the number of the fix this change request's push is, or
+	// will be: fixed when the record is made, before anything is pushed,
+	// so that one push counts as one fix cycle however often the change
+	// request is resumed (the PR's state already counts the push after a
+	// failure past its update).
+	FixCycle int `json:"fix_cycle,omitempty"`
+	// Phase is how far the latest agent run got, for a resume to know
+	// what the worktree and the mirror hold; ResultSHA is the work of a run
+	// that ended normally, as prloop's mirror took it in.
+	Phase     Phase  `json:"phase,omitempty"`
+	ResultSHA string `json:"result_sha,omitempty"`
+	// Worktree is the watch request's worktree the attempt works in ("" for
+	// prloop's own clone), and UserFiles its untracked files from before
+	// the attempt: a resume resets the worktree and must tell the user's
+	// files from an interrupted agent's.
+	Worktree  string   `json:"worktree,omitempty"`
+	UserFiles []string `json:"user_files,omitempty"`
 	// PushedSHA and PushedAt record prloop's own push of the fix.
 	PushedSHA string    `json:"pushed_sha,omitempty"`
 	PushedAt  time.Time `json:"pushed_at,omitempty"`

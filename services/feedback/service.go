@@ -14,7 +14,11 @@
 // event and record write, which fails once anyone else took it; and a
 // replica that cannot renew kills its agent before the lease can expire in
 // the others' eyes. A record per PR keyed by PR, head and fix cycle makes a
-// redelivered change request publish nothing new and run no agent.
+// redelivered change request publish nothing new and run no agent. It
+// numbers the fix before anything is pushed, so that one push is one fix
+// cycle across any resume, and records how far the agent run got, so that
+// a resume discards what an interrupted run left in the worktree and pushes
+// only the work of a run that ended normally.
 //
 // The agent gets no GitHub credential: it may commit and try to push, and
 // prloop pushes on its behalf with the token in its own git's environment.
