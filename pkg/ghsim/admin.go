@@ -51,7 +51,7 @@ func (s *Sim) CreateRepo(owner, name string, files map[string]string) (ghref.Rep
 	rp := &repo{
 		ref: ref, id: s.newID(), owner: ou, dir: dir, created: now, defBranch: "main", pushed: now, updated: now,
 		perms: map[string]string{}, contributors: map[int64]bool{}, prs: map[int]*pr{}, nextNumber: 1,
-		labels: map[string]*label{}, statuses: map[string][]*commitStatus{}, statusLog: map[string][]*commitStatus{}, checks: map[string][]*checkRun{},
+		labels: map[string]*label{}, statuses: map[string][]*commitStatus{}, statusLog: map[string][]*commitStatus{}, checks: map[string][]*checkRun{}, checkLog: map[string][]checkRun{},
 		merges: map[[2]string]mergeInfo{}, refs: map[string]refEntry{},
 	}
 	s.repos[ref.Key()] = rp // reserve the name while git runs
@@ -428,6 +428,33 @@ func (s *Sim) SetCheckRun(repo ghref.Repo, sha, name, status, conclusion string)
 		return fmt.Errorf("set check run %s on %s@%s: %w", name, repo, sha, err)
 	}
 	return nil
+}
+
+// CheckRunRecord is a check run as one write left it.
+type CheckRunRecord struct {
+	// ID tells a run's update (the same ID) from a new run.
+	ID                       int64
+	Name, Status, Conclusion string
+	Title, Summary           string
+}
+
+// CheckRunHistory returns every write of a check run named name on sha
+// (all names when name is ""), oldest first: creates and updates through
+// the API, and SetCheckRun.
+func (s *Sim) CheckRunHistory(repo ghref.Repo, sha, name string) ([]CheckRunRecord, error) {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return nil, err
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	var out []CheckRunRecord
+	for _, cr := range rp.checkLog[sha] {
+		if name == "" || cr.name == name {
+			out = append(out, CheckRunRecord{ID: cr.id, Name: cr.name, Status: cr.status, Conclusion: cr.conclusion, Title: cr.title, Summary: cr.summary})
+		}
+	}
+	return out, nil
 }
 
 // PRSnapshot is a PR's state, for assertions.

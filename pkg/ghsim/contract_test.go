@@ -2,6 +2,7 @@ package ghsim_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-github/v66/github"
@@ -270,4 +271,146 @@ func TestContract_DecodesIntoGoGitHub(t *testing.T) {
 	call(t, e.srv, "GET", "/repos/octo/socket.io/collaborators/alice/permission", tokBot, nil).json(t, &perm)
 	assert.Equal(t, "write", perm.GetPermission())
 	assert.Equal(t, "alice", perm.GetUser().GetLogin())
+}
+
+// TestContract_CheckRuns drives a check run's life through the API, as an
+// App writes one: created, updated, found by name with filter=latest, and
+// the refusals GitHub gives. Documented answers are validated against the
+// OpenAPI description; the refusals GitHub documents without a body are
+// checked for its error object.
+func TestContract_CheckRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	require.NoError(t, e.sim.SetCheckRun(e.repo, info.HeadSHA, "build", "completed", "success"))
+	const (
+		rp      = "/repos/octo/socket.io"
+		create  = "/repos/{owner}/{repo}/check-runs"
+		update  = "/repos/{owner}/{repo}/check-runs/{check_run_id}"
+		listFor = "/repos/{owner}/{repo}/commits/{ref}/check-runs"
+	)
+	byName := rp + "/commits/" + info.HeadSHA + "/check-runs?check_name=prloop"
+	var first, second int64
+	runID := func(id *int64) func(t *testing.T, r resp) {
+		return func(t *testing.T, r resp) {
+			var x struct{ ID int64 }
+			r.json(t, &x)
+			require.NotZero(t, x.ID)
+			*id = x.ID
+		}
+	}
+	names := func(t *testing.T, r resp) []string {
+		var out []string
+		for _, cr := range r.obj(t)["check_runs"].([]any) {
+			m := cr.(map[string]any)
+			out = append(out, fmt.Sprint(m["name"], " ", m["status"], " ", m["conclusion"], " ", m["output"].(map[string]any)["title"]))
+		}
+		return out
+	}
+	steps := []struct {
+		name, method, tmpl string
+		path               func() string
+		body               any
+		status             int
+		check              func(t *testing.T, r resp)
+	}{
+		{name: "create in progress", method: "POST", tmpl: create, path: func() string { return rp + "/check-runs" }, status: 201,
+			body: map[string]any{"name": "prloop", "head_sha": info.HeadSHA, "status": "in_progress",
+				"output": map[string]string{"title": "waiting for review", "summary": "The pull request is open."}},
+			check: func(t *testing.T, r resp) {
+				runID(&first)(t, r)
+				m := r.obj(t)
+				assert.Equal(t, "in_progress", m["status"])
+				assert.Nil(t, m["conclusion"])
+				assert.Equal(t, "waiting for review", m["output"].(map[string]any)["title"])
+				assert.Len(t, m["pull_requests"], 1)
+			}},
+		{name: "find by name", method: "GET", tmpl: listFor, path: func() string { return byName }, status: 200,
+			check: func(t *testing.T, r resp) {
+				assert.Equal(t, []string{"prloop in_progress <nil> waiting for review"}, names(t, r))
+			}},
+		{name: "update", method: "PATCH", tmpl: update, path: func() string { return fmt.Sprintf("%s/check-runs/%d", rp, first) }, status: 200,
+			body: map[string]any{"conclusion": "success", "output": map[string]string{"title": "approved by alice", "summary": "Approved."}},
+			check: func(t *testing.T, r resp) {
+				m := r.obj(t)
+				assert.EqualValues(t, first, m["id"])
+				assert.Equal(t, "completed", m["status"], "a conclusion completes the run")
+				assert.Equal(t, "success", m["conclusion"])
+				assert.NotNil(t, m["completed_at"])
+			}},
+		{name: "create again", method: "POST", tmpl: create, path: func() string { return rp + "/check-runs" }, status: 201,
+			body: map[string]any{"name": "prloop", "head_sha": info.HeadSHA, "status": "completed", "conclusion": "action_required",
+				"output": map[string]string{"title": "needs a human", "summary": "Escalated."}},
+			check: runID(&second)},
+		{name: "latest only", method: "GET", tmpl: listFor, path: func() string { return byName + "&filter=latest" }, status: 200,
+			check: func(t *testing.T, r resp) {
+				assert.Equal(t, []string{"prloop completed action_required needs a human"}, names(t, r))
+				assert.EqualValues(t, second, r.obj(t)["check_runs"].([]any)[0].(map[string]any)["id"])
+			}},
+		{name: "all", method: "GET", tmpl: listFor, path: func() string { return byName + "&filter=all" }, status: 200,
+			check: func(t *testing.T, r resp) { assert.Len(t, names(t, r), 2) }},
+		{name: "every name", method: "GET", tmpl: listFor, path: func() string { return rp + "/commits/feature/check-runs" }, status: 200,
+			check: func(t *testing.T, r resp) {
+				assert.ElementsMatch(t, []string{"build completed success <nil>", "prloop completed action_required needs a human"}, names(t, r))
+			}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			r := call(t, e.srv, st.method, st.path(), tokBot, st.body)
+			require.Equal(t, st.status, r.StatusCode, "body: %.500s", r.body)
+			checkContract(t, st.method, st.tmpl, r.StatusCode, r.body)
+			st.check(t, r)
+		})
+	}
+}
+
+// TestCheckRuns_Refusals: what GitHub refuses about check runs, with its
+// status and error object.
+func TestCheckRuns_Refusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	out := map[string]string{"title": "t", "summary": "s"}
+	tests := []struct {
+		name, method, path string
+		body               any
+		status             int
+		message            string
+	}{
+		{name: "no name", method: "POST", path: "/repos/octo/socket.io/check-runs", body: map[string]any{"head_sha": info.HeadSHA},
+			status: 422, message: "Invalid request.\n\n\"name\" wasn't supplied."},
+		{name: "no head_sha", method: "POST", path: "/repos/octo/socket.io/check-runs", body: map[string]any{"name": "prloop"},
+			status: 422, message: "Invalid request.\n\n\"head_sha\" wasn't supplied."},
+		{name: "head_sha not a commit", method: "POST", path: "/repos/octo/socket.io/check-runs", body: map[string]any{"name": "prloop", "head_sha": "feature"},
+			status: 422, message: "Invalid request.\n\nNo commit found for SHA: feature"},
+		{name: "completed without conclusion", method: "POST", path: "/repos/octo/socket.io/check-runs",
+			body: map[string]any{"name": "prloop", "head_sha": info.HeadSHA, "status": "completed", "output": out}, status: 422},
+		{name: "output without summary", method: "POST", path: "/repos/octo/socket.io/check-runs",
+			body: map[string]any{"name": "prloop", "head_sha": info.HeadSHA, "output": map[string]string{"title": "t"}}, status: 422},
+		{name: "summary too long", method: "POST", path: "/repos/octo/socket.io/check-runs",
+			body: map[string]any{"name": "prloop", "head_sha": info.HeadSHA, "output": map[string]string{"title": "t", "summary": strings.Repeat("x", 65536)}}, status: 422},
+		{name: "unknown repository", method: "POST", path: "/repos/octo/nope/check-runs", body: map[string]any{"name": "prloop", "head_sha": info.HeadSHA},
+			status: 404, message: "Not Found"},
+		{name: "update unknown run", method: "PATCH", path: "/repos/octo/socket.io/check-runs/424242", body: map[string]any{"status": "in_progress"},
+			status: 404, message: "Not Found"},
+		{name: "list on unknown ref", method: "GET", path: "/repos/octo/socket.io/commits/nope/check-runs", status: 404},
+		{name: "list with unknown filter", method: "GET", path: "/repos/octo/socket.io/commits/feature/check-runs?filter=newest", status: 422},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := call(t, e.srv, tt.method, tt.path, tokBot, tt.body)
+			require.Equal(t, tt.status, r.StatusCode, "body: %.500s", r.body)
+			msg, _ := r.obj(t)["message"].(string)
+			require.NotEmpty(t, msg, "GitHub's error object")
+			if tt.message != "" {
+				assert.Equal(t, tt.message, msg)
+			}
+		})
+	}
+	runs, err := e.sim.CheckRunHistory(e.repo, info.HeadSHA, "")
+	require.NoError(t, err)
+	assert.Empty(t, runs, "nothing refused was written")
 }

@@ -29,7 +29,12 @@
 //     Ref updates are compare-and-swap, so a concurrent push yields 409/422
 //     rather than a lost commit.
 //   - Commit statuses (combined state: pending when there are none) and
-//     check runs, by sha or branch name.
+//     check runs, by sha or branch name; check runs listed with check_name,
+//     status and filter (latest, the default: each name's newest run; all),
+//     created (a new run every time, 422 without name or head_sha) and
+//     updated (a conclusion completes the run) through the API, as a
+//     GitHub App writes them. That only an App may write them is not
+//     enforced: any token may.
 //   - Branch rules (GET /rules/branches/{branch}, readable by anyone): a
 //     required_status_checks rule per branch, set with SetRequiredChecks.
 //     It is listed, not enforced, as for a token that may bypass it.

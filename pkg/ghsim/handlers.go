@@ -50,6 +50,8 @@ func (s *Sim) routes() {
 	s.handle("GET "+r+"/commits/{ref}/status", s.combinedStatus)
 	s.handle("POST "+r+"/statuses/{sha}", s.createStatus)
 	s.handle("GET "+r+"/commits/{ref}/check-runs", s.checkRuns)
+	s.handle("POST "+r+"/check-runs", s.createCheckRun)
+	s.handle("PATCH "+r+"/check-runs/{id}", s.updateCheckRun)
 	s.handle("GET "+r+"/collaborators/{username}/permission", s.permission)
 	s.handle("GET "+r+"/rules/branches/{branch}", s.branchRulesHandler)
 	s.handle("DELETE "+r+"/git/refs/{ref...}", s.deleteRef)
@@ -954,13 +956,23 @@ func (s *Sim) createStatus(c *reqCtx) *result {
 	return jsonResult(201, statusWire(rp.apiURL(c.base), sha, st))
 }
 
+// checkRuns is GET /repos/{owner}/{repo}/commits/{ref}/check-runs, with
+// GitHub's check_name, status and filter parameters: filter=latest (the
+// default) keeps each name's newest run, filter=all every run.
 func (s *Sim) checkRuns(c *reqCtx) *result {
 	rp, res := c.repo()
 	if res != nil {
 		return res
 	}
 	ref := c.r.PathValue("ref")
-	nameF, statusF := c.q("check_name"), c.q("status")
+	nameF, statusF, filter := c.q("check_name"), c.q("status"), c.q("filter")
+	switch filter {
+	case "":
+		filter = "latest"
+	case "latest", "all":
+	default:
+		return validation(jErrItem{Resource: "CheckRun", Field: "filter", Code: "invalid"})
+	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	sha, ok := rp.resolveRef(ref)
@@ -973,8 +985,31 @@ func (s *Sim) checkRuns(c *reqCtx) *result {
 			sel = append(sel, cr)
 		}
 	}
-	u := rp.apiURL(c.base)
-	var prs []jMinPR
+	if filter == "latest" {
+		newest := map[string]int64{}
+		for _, cr := range sel {
+			newest[cr.name] = max(newest[cr.name], cr.id)
+		}
+		sel = slices.DeleteFunc(sel, func(cr *checkRun) bool { return cr.id != newest[cr.name] })
+	}
+	prs := rp.openPRsOn(sha, c.base)
+	start, end, link := c.window(len(sel))
+	out := jCheckRuns{TotalCount: len(sel), CheckRuns: []jCheckRun{}}
+	for _, cr := range sel[start:end] {
+		out.CheckRuns = append(out.CheckRuns, s.checkRunWire(rp, c.base, cr, prs))
+	}
+	res = jsonResult(200, out)
+	if link != "" {
+		res.setHeader("Link", link)
+	}
+	return res
+}
+
+// openPRsOn is the pull_requests of a check run on sha: the open PRs whose
+// head it is. rp.mu must be held.
+func (rp *repo) openPRsOn(sha, base string) []jMinPR {
+	u := rp.apiURL(base)
+	prs := []jMinPR{}
 	for _, p := range rp.order {
 		if p.state == "open" && p.headSHA == sha {
 			mr := jMinRepo{ID: rp.id, URL: u, Name: rp.ref.Name}
@@ -982,31 +1017,179 @@ func (s *Sim) checkRuns(c *reqCtx) *result {
 				Head: jMinBranch{Ref: p.headRef, SHA: p.headSHA, Repo: mr}, Base: jMinBranch{Ref: p.baseRef, SHA: p.baseSHA, Repo: mr}})
 		}
 	}
-	if prs == nil {
-		prs = []jMinPR{}
+	return prs
+}
+
+// checkRunWire is a check run as GitHub renders it.
+func (s *Sim) checkRunWire(rp *repo, base string, cr *checkRun, prs []jMinPR) jCheckRun {
+	u := rp.apiURL(base)
+	var concl *string
+	if cr.conclusion != "" {
+		concl = strp(cr.conclusion)
 	}
-	start, end, link := c.window(len(sel))
-	out := jCheckRuns{TotalCount: len(sel), CheckRuns: []jCheckRun{}}
-	app := s.appWire(c.base)
-	for _, cr := range sel[start:end] {
-		var concl *string
-		if cr.conclusion != "" {
-			concl = strp(cr.conclusion)
+	out := jCheckOutput{AnnotationsURL: u + "/check-runs/" + itoa64(cr.id) + "/annotations"}
+	if cr.title != "" {
+		out.Title = strp(cr.title)
+	}
+	if cr.summary != "" {
+		out.Summary = strp(cr.summary)
+	}
+	h := rp.htmlURL(base) + "/runs/" + itoa64(cr.id)
+	return jCheckRun{
+		ID: cr.id, HeadSHA: cr.sha, NodeID: nodeID("08:CheckRun", cr.id), URL: u + "/check-runs/" + itoa64(cr.id),
+		HTMLURL: h, DetailsURL: strp(h), Status: cr.status, Conclusion: concl, StartedAt: tsp(cr.started),
+		CompletedAt: tsp(cr.completed), Name: cr.name, CheckSuite: &jCheckSuite{ID: cr.suiteID}, App: s.appWire(base),
+		Output: out, PullRequests: prs,
+	}
+}
+
+// checkRunIn is the body of a check run's create or update; nil fields
+// were not sent.
+type checkRunIn struct {
+	Name       *string `json:"name"`
+	HeadSHA    *string `json:"head_sha"`
+	Status     *string `json:"status"`
+	Conclusion *string `json:"conclusion"`
+	Output     *struct {
+		Title   *string `json:"title"`
+		Summary *string `json:"summary"`
+	} `json:"output"`
+}
+
+// maxCheckSummary is GitHub's limit on output.summary (and output.text).
+const maxCheckSummary = 65535
+
+// invalidRequest is GitHub's answer to a body its JSON schema refuses.
+func invalidRequest(why string) *result {
+	return errResult(422, "Invalid request.\n\n"+why)
+}
+
+// check validates the body as GitHub's schema does; create says whether
+// name and head_sha are required.
+func (in *checkRunIn) check(create bool) *result {
+	if create {
+		for _, f := range []struct {
+			name string
+			v    *string
+		}{{"name", in.Name}, {"head_sha", in.HeadSHA}} {
+			if f.v == nil {
+				return invalidRequest(strconv.Quote(f.name) + " wasn't supplied.")
+			}
 		}
-		h := rp.htmlURL(c.base) + "/runs/" + itoa64(cr.id)
-		out.CheckRuns = append(out.CheckRuns, jCheckRun{
-			ID: cr.id, HeadSHA: cr.sha, NodeID: nodeID("08:CheckRun", cr.id), URL: u + "/check-runs/" + itoa64(cr.id),
-			HTMLURL: h, DetailsURL: strp(h), Status: cr.status, Conclusion: concl, StartedAt: tsp(cr.started),
-			CompletedAt: tsp(cr.completed), Name: cr.name, CheckSuite: &jCheckSuite{ID: cr.suiteID}, App: app,
-			Output:       jCheckOutput{AnnotationsURL: u + "/check-runs/" + itoa64(cr.id) + "/annotations"},
-			PullRequests: prs,
-		})
 	}
-	res = jsonResult(200, out)
-	if link != "" {
-		res.setHeader("Link", link)
+	if in.Name != nil && *in.Name == "" {
+		return validation(jErrItem{Resource: "CheckRun", Field: "name", Code: "missing_field"})
 	}
-	return res
+	if in.Status != nil && !slices.Contains([]string{"queued", "in_progress", "completed"}, *in.Status) {
+		return invalidRequest(strconv.Quote(*in.Status) + " is not a member of [\"queued\", \"in_progress\", \"completed\"].")
+	}
+	if in.Conclusion != nil && !slices.Contains(checkConclusions, *in.Conclusion) && *in.Conclusion != "stale" {
+		return invalidRequest(strconv.Quote(*in.Conclusion) + " is not a valid conclusion.")
+	}
+	if o := in.Output; o != nil {
+		if o.Title == nil || o.Summary == nil {
+			return invalidRequest("For 'properties/output', title and summary are required.")
+		}
+		if utf8.RuneCountInString(*o.Summary) > maxCheckSummary {
+			return invalidRequest("For 'properties/summary', the summary is longer than 65535 characters.")
+		}
+	}
+	return nil
+}
+
+// createCheckRun is POST /repos/{owner}/{repo}/check-runs: a new run every
+// time, even with a name the head already has (its list's filter=latest
+// then shows the new one). A conclusion completes the run.
+func (s *Sim) createCheckRun(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	var in checkRunIn
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	if res := in.check(true); res != nil {
+		return res
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	sha := *in.HeadSHA
+	if !isSHA(sha) {
+		return invalidRequest("No commit found for SHA: " + sha)
+	}
+	cr := &checkRun{id: s.newID(), suiteID: s.newID(), name: *in.Name, sha: sha, status: "queued", started: c.now}
+	if res := cr.apply(&in, c.now); res != nil {
+		return res
+	}
+	rp.checks[sha] = append(rp.checks[sha], cr)
+	rp.checkLog[sha] = append(rp.checkLog[sha], *cr)
+	return jsonResult(201, s.checkRunWire(rp, c.base, cr, rp.openPRsOn(sha, c.base)))
+}
+
+// updateCheckRun is PATCH /repos/{owner}/{repo}/check-runs/{check_run_id}.
+func (s *Sim) updateCheckRun(c *reqCtx) *result {
+	rp, res := c.repo()
+	if res != nil {
+		return res
+	}
+	id, err := strconv.ParseInt(c.r.PathValue("id"), 10, 64)
+	if err != nil {
+		return notFound()
+	}
+	var in checkRunIn
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	if res := in.check(false); res != nil {
+		return res
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	var cr *checkRun
+	for _, list := range rp.checks {
+		if i := slices.IndexFunc(list, func(x *checkRun) bool { return x.id == id }); i >= 0 {
+			cr = list[i]
+		}
+	}
+	if cr == nil {
+		return notFound()
+	}
+	next := *cr
+	if res := next.apply(&in, c.now); res != nil {
+		return res
+	}
+	*cr = next
+	rp.checkLog[cr.sha] = append(rp.checkLog[cr.sha], *cr)
+	return jsonResult(200, s.checkRunWire(rp, c.base, cr, rp.openPRsOn(cr.sha, c.base)))
+}
+
+// apply sets the fields in sent. As on GitHub, a conclusion completes the
+// run, and completing one needs a conclusion.
+func (cr *checkRun) apply(in *checkRunIn, now time.Time) *result {
+	if in.Name != nil {
+		cr.name = *in.Name
+	}
+	if in.Status != nil {
+		cr.status = *in.Status
+	}
+	if in.Conclusion != nil {
+		cr.status, cr.conclusion = "completed", *in.Conclusion
+	}
+	if in.Output != nil {
+		cr.title, cr.summary = *in.Output.Title, *in.Output.Summary
+	}
+	switch {
+	case cr.status == "completed" && cr.conclusion == "":
+		return invalidRequest("Conclusion is required when the status is 'completed'.")
+	case cr.status == "completed":
+		if cr.completed.IsZero() {
+			cr.completed = now
+		}
+	default:
+		cr.conclusion, cr.completed = "", time.Time{}
+	}
+	return nil
 }
 
 var legacyPerm = map[string]string{"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read", "none": "none"}

@@ -141,6 +141,8 @@ type checkRun struct {
 	sha        string
 	status     string
 	conclusion string
+	title      string // output.title, "" for none
+	summary    string // output.summary, "" for none
 	started    time.Time
 	completed  time.Time
 }
@@ -241,6 +243,7 @@ type repo struct {
 	// per context).
 	statusLog map[string][]*commitStatus
 	checks    map[string][]*checkRun
+	checkLog  map[string][]checkRun   // every write of a check run per sha, as written
 	rules     map[string]*branchRules // branch -> its required checks (SetRequiredChecks)
 	merges    map[[2]string]mergeInfo
 	refs      map[string]refEntry

@@ -593,6 +593,7 @@ func (s *Sim) setCheckRun(rp *repo, ref, name, status, conclusion string, now ti
 	} else {
 		cr.completed = time.Time{}
 	}
+	rp.checkLog[sha] = append(rp.checkLog[sha], *cr)
 	return nil
 }
 

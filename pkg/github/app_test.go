@@ -55,6 +55,7 @@ func TestNew_AppInstallationAuth(t *testing.T) {
 	cfg := Config{APIURL: srv.URL + "/api/v3", AppID: 5, AppInstallationID: 77, AppPrivateKeyPath: keyPath}
 	c, err := New(t.Context(), cfg, Options{Logger: bufferLogger(&syncBuffer{})})
 	require.NoError(t, err)
+	assert.True(t, c.IsApp(), "an App installation may write check runs")
 	r, err := c.GetRepo(t.Context(), ghref.Repo{Owner: "o", Name: "r"})
 	require.NoError(t, err)
 	assert.Equal(t, "o/r", r.GetFullName())

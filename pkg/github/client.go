@@ -51,6 +51,10 @@ type Options struct {
 	MaxRateLimitWaits int
 	// UserAgent is sent with every request; default "prloop".
 	UserAgent string
+	// AsApp makes IsApp report true under token auth, so that tests drive
+	// the paths only a GitHub App may take (check runs) against a
+	// simulator, which mints no installation tokens.
+	AsApp bool
 }
 
 // Client is safe for concurrent use. Create it with New.
@@ -59,6 +63,7 @@ type Client struct {
 	baseURL *url.URL
 	token   Secret                    // for redaction of echoed text; empty with App auth
 	app     *ghinstallation.Transport // App installation auth, else nil
+	asApp   bool                      // Options.AsApp
 	cache   *lruCache
 	log     *slog.Logger
 	obs     Observer
@@ -101,6 +106,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 		sleep:             opts.Sleep,
 		now:               opts.Now,
 		rates:             map[string]RateLimit{},
+		asApp:             opts.AsApp,
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -178,6 +184,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 	}
 	return c, nil
 }
+
+// IsApp reports whether the client acts as a GitHub App installation
+// (or Options.AsApp pretends so): only an App may write check runs.
+func (c *Client) IsApp() bool { return c.app != nil || c.asApp }
 
 // String names the API without credentials.
 func (c *Client) String() string { return "github.Client{" + c.baseURL.String() + "}" }

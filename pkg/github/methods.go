@@ -401,23 +401,30 @@ func (c *Client) CreateStatus(ctx context.Context, repo ghref.Repo, sha string, 
 	return st, nil
 }
 
-// ListCheckRuns lists every check run of ref (a SHA or branch).
+// ListCheckRuns lists every check run of ref (a SHA or branch): the latest
+// run of each name, GitHub's default filter.
 func (c *Client) ListCheckRuns(ctx context.Context, repo ghref.Repo, ref string) ([]*gh.CheckRun, error) {
 	if err := repo.Validate(); err != nil {
 		return nil, fmt.Errorf("list check runs: %w", err)
 	}
+	runs, err := c.listCheckRuns(ctx, repo, ref, nil)
+	if err != nil {
+		return nil, fmt.Errorf("list check runs of %s@%s: %w", repo, ref, err)
+	}
+	return runs, nil
+}
+
+// listCheckRuns collects every page of ref's check runs matching q.
+func (c *Client) listCheckRuns(ctx context.Context, repo ghref.Repo, ref string, q url.Values) ([]*gh.CheckRun, error) {
 	var runs []*gh.CheckRun
-	err := paginate(ctx, c, withQuery(repoPath(repo)+"/commits/"+escapeRef(ref)+"/check-runs", nil), func(page *gh.ListCheckRunsResults) int {
+	err := paginate(ctx, c, withQuery(repoPath(repo)+"/commits/"+escapeRef(ref)+"/check-runs", q), func(page *gh.ListCheckRunsResults) int {
 		if page == nil {
 			return 0
 		}
 		runs = append(runs, page.CheckRuns...)
 		return len(page.CheckRuns)
 	})
-	if err != nil {
-		return nil, fmt.Errorf("list check runs of %s@%s: %w", repo, ref, err)
-	}
-	return runs, nil
+	return runs, err
 }
 
 // GetPermission returns login's role on repo: admin, maintain, write, triage,

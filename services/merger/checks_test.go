@@ -126,3 +126,34 @@ func TestMerger_NoRulesNoChecksMerges(t *testing.T) {
 	assert.Equal(t, 1, e.routeCount(routeUpdateBranch))
 	e.waitQueueEmpty()
 }
+
+// TestMerger_OwnCheckRunNeverAwaited: under GitHub App auth prloop's line
+// is a check run named PRLOOP_STATUS_CONTEXT; in progress on the head while
+// prloop works, it must not hold up prloop's own merge, nor become a check
+// the PR's later heads wait for.
+func TestMerger_OwnCheckRunNeverAwaited(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, own string
+		cfg       func(*merger.Config)
+	}{
+		{name: "default name", own: merger.DefaultStatusContext, cfg: func(*merger.Config) {}},
+		{name: "PRLOOP_STATUS_CONTEXT", own: "prloop/line", cfg: func(c *merger.Config) { c.StatusContext = "prloop/line" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			pr, old := e.behindPR("feat")
+			require.NoError(t, e.sim.SetCheckRun(e.repo, old, tt.own, "in_progress", ""))
+			e.start(config(tt.cfg), "replica-1")
+			e.approve(pr, old, "1")
+
+			head := e.updatedHead(pr, old)
+			require.NoError(t, e.sim.SetCheckRun(e.repo, head, tt.own, "in_progress", ""))
+			m := e.rec.Wait(t, pr, events.TypeMerged, waitFor).Data.(*events.Merged)
+			assert.Equal(t, head, m.HeadSHA, "merged with prloop's own run in progress")
+			e.waitQueueEmpty()
+		})
+	}
+}

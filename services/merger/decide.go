@@ -54,8 +54,8 @@ type Checks struct {
 	// (PRMergeWaiting's checks).
 	Waiting []string
 	// Reported names every check that reported on the head (status
-	// contexts and check run names, prloop's own status excepted): what the
-	// merger remembers for the PR's later heads.
+	// contexts and check run names, prloop's own status or check run
+	// excepted): what the merger remembers for the PR's later heads.
 	Reported []string
 }
 
@@ -77,8 +77,8 @@ type ChecksInput struct {
 	Required []string
 	// Seen names the checks that reported on earlier heads of the PR.
 	Seen []string
-	// Own is prloop's own status context (PRLOOP_STATUS_CONTEXT): never a
-	// check.
+	// Own is prloop's own status context (PRLOOP_STATUS_CONTEXT), also the
+	// name of its check run under GitHub App auth: never a check.
 	Own string
 	// Combined is GitHub's combined status of the head, which holds the
 	// latest status per context; Runs are the head's check runs.
@@ -119,7 +119,7 @@ func EvaluateChecks(in ChecksInput) Checks {
 	}
 	latest := map[string]*gh.CheckRun{}
 	for _, r := range in.Runs {
-		if r == nil {
+		if r == nil || (in.Own != "" && r.GetName() == in.Own) {
 			continue
 		}
 		if cur, ok := latest[r.GetName()]; !ok || r.GetID() > cur.GetID() {

@@ -23,6 +23,18 @@ type StatusGitHub interface {
 
 var _ StatusGitHub = (*github.Client)(nil)
 
+// checkRunGitHub is the part of the GitHub client a check-run sink uses;
+// a client that is a GitHub App (IsApp) writes check runs, since GitHub
+// lets only Apps write them.
+type checkRunGitHub interface {
+	IsApp() bool
+	CreateCheckRun(ctx context.Context, repo ghref.Repo, in github.CheckRunInput) (*gh.CheckRun, error)
+	UpdateCheckRun(ctx context.Context, repo ghref.Repo, id int64, in github.CheckRunInput) (*gh.CheckRun, error)
+	FindCheckRun(ctx context.Context, repo ghref.Repo, ref, name string) (*gh.CheckRun, error)
+}
+
+var _ checkRunGitHub = (*github.Client)(nil)
+
 // Status write limits: GitHub allows 80 content-creating requests a minute
 // per token. A burst of statusBurst and a refill of statusPerMinute keep
 // any sliding minute within statusBurst+statusPerMinute = 80.
@@ -53,7 +65,9 @@ type StatusOptions struct {
 }
 
 // StatusWriter writes prloop's commit status on the head of every watched
-// PR: the line prstatus renders from the event stream.
+// PR: the line prstatus renders from the event stream. With a client that
+// is a GitHub App it writes a check run of that name instead (see
+// checkRunSink).
 //
 // It follows the stream with a prstatus.Follower (an ordered consumer from
 // the stream's start) rather than a durable consumer: the line is a pure
@@ -66,7 +80,7 @@ type StatusOptions struct {
 // line current when it may go.
 type StatusWriter struct {
 	opts   StatusOptions
-	gh     StatusGitHub
+	sink   statusSink
 	js     prstatus.Stream
 	log    *slog.Logger
 	follow *prstatus.Follower
@@ -92,8 +106,12 @@ func NewStatusWriter(opts StatusOptions, client StatusGitHub, js prstatus.Stream
 	if opts.Context == "" {
 		opts.Context = "prloop"
 	}
+	var sink statusSink = &commitStatusSink{gh: client, context: opts.Context}
+	if app, ok := client.(checkRunGitHub); ok && app.IsApp() {
+		sink = newCheckRunSink(app, opts.Context)
+	}
 	w := &StatusWriter{
-		opts: opts, gh: client, js: js, log: log,
+		opts: opts, sink: sink, js: js, log: log,
 		follow:  prstatus.NewFollower(log),
 		limit:   rate.NewLimiter(rate.Every(time.Minute/statusPerMinute), statusBurst),
 		pending: map[string]ghref.PR{}, ready: map[string]ghref.PR{},
@@ -136,7 +154,7 @@ func (w *StatusWriter) Run(ctx context.Context) error {
 		}
 		for _, pr := range w.due() {
 			if err := w.flush(ctx, pr); err != nil && ctx.Err() == nil {
-				w.log.Warn("cannot write prloop's commit status", "pr", pr.String(), "err", err)
+				w.log.Warn("cannot write prloop's "+w.sink.kind(), "pr", pr.String(), "err", err)
 			}
 		}
 	}
@@ -241,7 +259,7 @@ func (w *StatusWriter) flush(ctx context.Context, pr ghref.PR) error {
 		return nil
 	}
 	if !known || last.head != head {
-		shown, err := w.shown(ctx, pr.RepoRef(), head)
+		shown, err := w.sink.shown(ctx, pr, head)
 		if err != nil {
 			return err
 		}
@@ -259,11 +277,9 @@ func (w *StatusWriter) flush(ctx context.Context, pr ghref.PR) error {
 		return nil
 	}
 	if w.opts.DryRun {
-		w.log.Info("dry run: would write prloop's commit status", "pr", pr.String(), "head", head, "state", l.State, "description", l.Text)
-	} else if _, err := w.gh.CreateStatus(ctx, pr.RepoRef(), head, github.StatusInput{
-		State: string(l.State), Description: l.Text, Context: w.opts.Context,
-	}); err != nil {
-		return fmt.Errorf("write the status of %s: %w", pr, err)
+		w.log.Info("dry run: would write prloop's "+w.sink.kind(), "pr", pr.String(), "head", head, "state", l.State, "description", l.Text)
+	} else if err := w.sink.write(ctx, pr, head, l); err != nil {
+		return fmt.Errorf("write the %s of %s: %w", w.sink.kind(), pr, err)
 	}
 	w.remember(pr, head, l)
 	w.mu.Lock()
@@ -313,16 +329,169 @@ func (w *StatusWriter) tracked() int {
 	return len(w.last)
 }
 
-// shown is prloop's status on head as GitHub shows it (zero when none).
-func (w *StatusWriter) shown(ctx context.Context, repo ghref.Repo, head string) (prstatus.Line, error) {
-	cs, err := w.gh.GetCombinedStatus(ctx, repo, head)
+// statusSink is where the writer puts a PR's line: a commit status, or,
+// for a GitHub App, a check run.
+type statusSink interface {
+	// kind names what is written, for logs.
+	kind() string
+	// shown is prloop's line on head as GitHub shows it (zero when none).
+	shown(ctx context.Context, pr ghref.PR, head string) (prstatus.Line, error)
+	// write puts l on pr's head.
+	write(ctx context.Context, pr ghref.PR, head string, l prstatus.Line) error
+}
+
+// commitStatusSink writes the line as the commit status named context.
+type commitStatusSink struct {
+	gh      StatusGitHub
+	context string
+}
+
+var _ statusSink = (*commitStatusSink)(nil)
+
+func (s *commitStatusSink) kind() string { return "commit status" }
+
+func (s *commitStatusSink) shown(ctx context.Context, pr ghref.PR, head string) (prstatus.Line, error) {
+	cs, err := s.gh.GetCombinedStatus(ctx, pr.RepoRef(), head)
 	if err != nil {
 		return prstatus.Line{}, err
 	}
 	for _, st := range cs.Statuses {
-		if st.GetContext() == w.opts.Context {
+		if st.GetContext() == s.context {
 			return prstatus.Line{State: prstatus.State(st.GetState()), Text: st.GetDescription()}, nil
 		}
 	}
 	return prstatus.Line{}, nil
+}
+
+func (s *commitStatusSink) write(ctx context.Context, pr ghref.PR, head string, l prstatus.Line) error {
+	_, err := s.gh.CreateStatus(ctx, pr.RepoRef(), head, github.StatusInput{State: string(l.State), Description: l.Text, Context: s.context})
+	return err
+}
+
+// checkRunSink writes the line as the check run named name: one run per
+// head, created once and then updated. A run GitHub completed is not
+// reopened (GitHub does not take a completed run back to in_progress), so
+// the line after a completed one is a new run on the head; GitHub shows
+// the latest run of a name.
+type checkRunSink struct {
+	gh   checkRunGitHub
+	name string
+
+	mu sync.Mutex
+	// runs is prloop's latest run on each PR's head, as last read or
+	// written; one entry per PR, like the writer's own memory.
+	runs map[string]knownRun
+}
+
+// knownRun is prloop's run on head (nil: none).
+type knownRun struct {
+	head string
+	run  *gh.CheckRun
+}
+
+var _ statusSink = (*checkRunSink)(nil)
+
+func newCheckRunSink(client checkRunGitHub, name string) *checkRunSink {
+	return &checkRunSink{gh: client, name: name, runs: map[string]knownRun{}}
+}
+
+func (s *checkRunSink) kind() string { return "check run" }
+
+func (s *checkRunSink) shown(ctx context.Context, pr ghref.PR, head string) (prstatus.Line, error) {
+	cr, err := s.lookup(ctx, pr, head)
+	if err != nil {
+		return prstatus.Line{}, err
+	}
+	return lineOfCheckRun(cr), nil
+}
+
+// lookup finds prloop's run on head: from what this sink last read or
+// wrote there, else from GitHub.
+func (s *checkRunSink) lookup(ctx context.Context, pr ghref.PR, head string) (*gh.CheckRun, error) {
+	s.mu.Lock()
+	k, ok := s.runs[pr.Key()]
+	s.mu.Unlock()
+	if ok && k.head == head {
+		return k.run, nil
+	}
+	cr, err := s.gh.FindCheckRun(ctx, pr.RepoRef(), head, s.name)
+	if err != nil {
+		return nil, err
+	}
+	s.remember(pr, head, cr)
+	return cr, nil
+}
+
+func (s *checkRunSink) remember(pr ghref.PR, head string, cr *gh.CheckRun) {
+	s.mu.Lock()
+	s.runs[pr.Key()] = knownRun{head: head, run: cr}
+	s.mu.Unlock()
+}
+
+func (s *checkRunSink) write(ctx context.Context, pr ghref.PR, head string, l prstatus.Line) error {
+	repo := pr.RepoRef()
+	cur, err := s.lookup(ctx, pr, head)
+	if err != nil {
+		return err
+	}
+	in := checkRunOf(pr, l)
+	var cr *gh.CheckRun
+	if cur != nil && cur.GetStatus() != github.CheckCompleted {
+		cr, err = s.gh.UpdateCheckRun(ctx, repo, cur.GetID(), in)
+	} else {
+		in.Name, in.HeadSHA = s.name, head
+		cr, err = s.gh.CreateCheckRun(ctx, repo, in)
+	}
+	if err != nil {
+		// The run may or may not have changed (a create is not retried):
+		// look it up again before the next write.
+		s.mu.Lock()
+		delete(s.runs, pr.Key())
+		s.mu.Unlock()
+		return err
+	}
+	s.remember(pr, head, cr)
+	return nil
+}
+
+// checkRunOf is the check run showing l: pending is in_progress, success
+// completed/success, and error (a human is needed) completed with
+// action_required. The title is the line; the summary says in a sentence
+// where the PR stands.
+func checkRunOf(pr ghref.PR, l prstatus.Line) github.CheckRunInput {
+	in := github.CheckRunInput{Output: &github.CheckRunOutput{Title: l.Text}}
+	var summary string
+	switch l.State {
+	case prstatus.Success:
+		in.Status, in.Conclusion = github.CheckCompleted, github.CheckSuccess
+		summary = "prloop has nothing left to wait for on %s."
+	case prstatus.Error:
+		in.Status, in.Conclusion = github.CheckCompleted, github.CheckActionRequired
+		summary = "prloop has stopped on %s: a human is needed."
+	default:
+		in.Status = github.CheckInProgress
+		summary = "prloop is working on %s or waiting for it."
+	}
+	in.Output.Summary = fmt.Sprintf(summary, pr)
+	return in
+}
+
+// lineOfCheckRun is the line a check run shows (zero for none): the
+// inverse of checkRunOf, so that a restart finds the line it would write.
+func lineOfCheckRun(cr *gh.CheckRun) prstatus.Line {
+	if cr == nil {
+		return prstatus.Line{}
+	}
+	l := prstatus.Line{Text: cr.GetOutput().GetTitle()}
+	switch {
+	case cr.GetStatus() != github.CheckCompleted:
+		l.State = prstatus.Pending
+	case cr.GetConclusion() == github.CheckSuccess:
+		l.State = prstatus.Success
+	case cr.GetConclusion() == github.CheckActionRequired:
+		l.State = prstatus.Error
+	default:
+		l.State = prstatus.State(cr.GetConclusion()) // not prloop's: rewritten
+	}
+	return l
 }

@@ -35,6 +35,8 @@ include "strip";
   "/repos/{owner}/{repo}/issues/{issue_number}/labels/{name}": ["delete"],
   "/repos/{owner}/{repo}/commits/{ref}/status": ["get"],
   "/repos/{owner}/{repo}/commits/{ref}/check-runs": ["get"],
+  "/repos/{owner}/{repo}/check-runs": ["post"],
+  "/repos/{owner}/{repo}/check-runs/{check_run_id}": ["patch"],
   "/repos/{owner}/{repo}/collaborators/{username}/permission": ["get"],
   "/repos/{owner}/{repo}/git/refs/{ref}": ["delete"]
 } as $keep
