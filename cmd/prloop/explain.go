@@ -154,7 +154,7 @@ unblock it. Accepts owner/repo#N or a PR URL.
 	} else if !errors.Is(err, jetstream.ErrBucketNotFound) {
 		return withCredsHint(fmt.Errorf("open state bucket: %w", err), conn)
 	}
-	x.GitHub, x.GitHubSkipped = readLive(ctx, pr, settings.Label)
+	x.GitHub, x.GitHubSkipped = readLive(ctx, pr, settings.Label, settings.StatusContext)
 	follower.View(func(b *prstatus.Board) {
 		x.Line = b.Line(pr, settings.lineOptions())
 		x.Records = recordsOf(b, pr, rec, settings)
@@ -230,8 +230,10 @@ func whoOf(d events.Data) []string {
 	return out
 }
 
-// readLive asks GitHub where the PR stands, or says why it did not.
-func readLive(ctx context.Context, pr ghref.PR, label string) (*liveState, string) {
+// readLive asks GitHub where the PR stands, or says why it did not. own is
+// prloop's own status context and check run name: never a check the PR
+// waits for.
+func readLive(ctx context.Context, pr ghref.PR, label, own string) (*liveState, string) {
 	cfg, err := github.LoadConfig()
 	if err != nil {
 		return nil, err.Error()
@@ -266,6 +268,9 @@ func readLive(ctx context.Context, pr ghref.PR, label string) (*liveState, strin
 		return live, err.Error()
 	}
 	for _, s := range st.Statuses {
+		if s.GetContext() == own {
+			continue
+		}
 		switch s.GetState() {
 		case "pending":
 			live.ChecksPending = append(live.ChecksPending, s.GetContext())
@@ -279,6 +284,7 @@ func readLive(ctx context.Context, pr ghref.PR, label string) (*liveState, strin
 	}
 	for _, r := range runs {
 		switch {
+		case r.GetName() == own:
 		case r.GetStatus() != "completed":
 			live.ChecksPending = append(live.ChecksPending, r.GetName())
 		case slices.Contains([]string{"failure", "timed_out", "cancelled", "action_required", "startup_failure"}, r.GetConclusion()):

@@ -124,6 +124,8 @@ func TestExplainAndStatus_AfterTheDemo(t *testing.T) {
 				require.NotNil(t, x.GitHub, x.GitHubSkipped)
 				assert.True(t, x.GitHub.LabelPresent)
 				assert.Equal(t, "open", x.GitHub.State)
+				assert.Empty(t, x.GitHub.ChecksFailed, "prloop's own status (error: needs a human) is not a check of the PR")
+				assert.Empty(t, x.GitHub.ChecksPending)
 				require.NotNil(t, x.Records)
 				require.NotNil(t, x.Records.Escalation)
 				assert.Equal(t, events.ReasonReviewTimeout, x.Records.Escalation.Reason)

@@ -202,6 +202,9 @@ type cliSettings struct {
 	MaxFixCycles int      `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2"`
 	Label        string   `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
 	Reviewers    []string `envconfig:"PRLOOP_REVIEWERS"`
+	// StatusContext names prloop's own commit status and check run, which
+	// are not among the checks a PR waits for.
+	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop"`
 }
 
 // Validate accepts any value: the services validate them.
