@@ -1,5 +1,14 @@
 package poller
 
-// Tracked is how many PRs w keeps a written line of, for tests that show
-// the writer forgets PRs that are done.
-func (w *StatusWriter) Tracked() int { return w.tracked() }
+import (
+	"maps"
+	"slices"
+)
+
+// Tracked are the keys of the PRs w keeps a written line of, sorted, for
+// tests that show the writer forgets PRs that are done.
+func (w *StatusWriter) Tracked() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.last))
+}

@@ -322,13 +322,6 @@ func (w *StatusWriter) forget(key string) {
 	w.mu.Unlock()
 }
 
-// tracked is how many PRs the writer keeps a written line of.
-func (w *StatusWriter) tracked() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.last)
-}
-
 // statusSink is where the writer puts a PR's line: a commit status, or,
 // for a GitHub App, a check run.
 type statusSink interface {

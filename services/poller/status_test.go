@@ -2,6 +2,7 @@ package poller_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -91,6 +92,19 @@ func (e *statusEnv) startWriter(mut ...func(*poller.StatusOptions)) (stop func()
 	return apptest.Run(e.t, e.writer)
 }
 
+// waitTracked waits until the writer keeps the lines of exactly prs: it
+// records a line once GitHub answered its write, a moment after GitHub
+// shows it.
+func (e *statusEnv) waitTracked(msg string, prs ...ghref.PR) {
+	e.t.Helper()
+	var want []string
+	for _, pr := range prs {
+		want = append(want, pr.Key())
+	}
+	require.Eventually(e.t, func() bool { return slices.Equal(e.writer.Tracked(), want) }, waitFor, 5*time.Millisecond,
+		"%s: tracked %v", msg, e.writer.Tracked())
+}
+
 // publish emits d about the PR's head with a unique id.
 func (e *statusEnv) publish(d events.Data) {
 	e.t.Helper()
@@ -165,12 +179,15 @@ func (e *statusEnv) waitLine(line string) {
 	}, waitFor, 5*time.Millisecond, "GitHub never showed %q", line)
 }
 
+// otherPR is the PR other writes for.
+var otherPR = ghref.PR{Owner: "acme", Repo: "socket.io", Number: 99}
+
 // other is a second PR, on a head of its own: a write for it shows the
 // writer went past every event published before.
 func (e *statusEnv) other() {
 	e.t.Helper()
 	n := e.written()
-	e.publish(&events.ReviewPending{Base: events.Base{PR: ghref.PR{Owner: "acme", Repo: "socket.io", Number: 99}, HeadSHA: strings.Repeat("b", 40)}, Status: events.StatusPending})
+	e.publish(&events.ReviewPending{Base: events.Base{PR: otherPR, HeadSHA: strings.Repeat("b", 40)}, Status: events.StatusPending})
 	require.Eventually(e.t, func() bool { return e.written() > n }, waitFor, 5*time.Millisecond, "no write for the other PR")
 }
 
@@ -224,7 +241,7 @@ func TestStatusWriter_EveryLineReachesGitHub(t *testing.T) {
 		e.publish(&events.Closed{Base: b, Merged: true})
 		e.other()
 		assert.Equal(t, want, e.history(), "the merged line is final")
-		assert.Equal(t, 1, e.writer.Tracked(), "the merged PR is forgotten, the other one kept")
+		e.waitTracked("the merged PR is forgotten, the other one kept", otherPR)
 	})
 }
 
@@ -335,10 +352,10 @@ func TestStatusWriter_ForgetsClosedPRs(t *testing.T) {
 		b := e.base()
 		e.publish(&events.ReviewPending{Base: b, Status: events.StatusPending})
 		e.waitLine("pending waiting for review")
-		assert.Equal(t, 1, e.writer.Tracked())
+		e.waitTracked("the PR's line is kept", e.pr)
 		e.publish(&events.Closed{Base: b})
 		e.other()
-		assert.Equal(t, 1, e.writer.Tracked(), "only the other PR is kept")
+		e.waitTracked("only the other PR is kept", otherPR)
 		assert.Equal(t, []string{"pending waiting for review"}, e.history(), "nothing written for the close")
 	})
 }
