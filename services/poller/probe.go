@@ -361,7 +361,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: author, Addressed: cur.Addressed()}, s.policy, authz)
 	obs := Observation{
 		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url,
-		Verdict: verdict, Fingerprint: "", Labels: p.labels, Now: s.d.Now(),
+		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: s.d.Now(),
 	}
 	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
