@@ -47,15 +47,8 @@ func TestLoop_EscalatesAgainAfterTheLabelIsRemoved(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			sim, err := ghsim.New(ghsim.Options{Dir: filepath.Join(dir, "github"), RealClock: true,
-				Logger: logging.New(io.Discard, "error", "json")})
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = sim.Close() })
-			srv := httptest.NewServer(sim)
-			t.Cleanup(srv.Close)
-			demo, err := ghsim.SeedDemo(sim)
-			require.NoError(t, err)
-			_, err = sim.PushCommit(demo.Repo, "slow", ghsim.DemoAgent, map[string]string{"slow.go": "package main\n"}, "Add slow")
+			sim, srv, demo := startLoopSim(t, dir)
+			_, err := sim.PushCommit(demo.Repo, "slow", ghsim.DemoAgent, map[string]string{"slow.go": "package main\n"}, "Add slow")
 			require.NoError(t, err)
 			pr, err := sim.OpenPR(demo.Repo, ghsim.PRInput{Title: "Nobody reviews this", Head: "slow", Author: ghsim.DemoAgent})
 			require.NoError(t, err)

@@ -141,3 +141,24 @@ func TestRequestOf(t *testing.T) {
 		})
 	}
 }
+
+func TestMarker(t *testing.T) {
+	t.Parallel()
+	const head = "0123456789abcdef"
+	tests := []struct {
+		name  string
+		head  string
+		epoch int
+		want  string
+	}{
+		{name: "the first epoch's marker is the one from before epochs", head: head, want: "<!-- prloop:escalation reason=checks_failed head=" + head + " -->"},
+		{name: "a later epoch's marker names it", head: head, epoch: 2, want: "<!-- prloop:escalation reason=checks_failed head=" + head + " epoch=2 -->"},
+		{name: "a head that is no SHA is left out", head: "x -->", epoch: 1, want: "<!-- prloop:escalation reason=checks_failed head=none epoch=1 -->"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, Marker(events.ReasonChecksFailed, tt.head, tt.epoch))
+		})
+	}
+}

@@ -463,6 +463,16 @@ func jitter(d time.Duration) time.Duration {
 	return d - rand.N(d/10+1)
 }
 
+// getPull reads pr from GitHub within the bound on concurrent GitHub work.
+func (s *Service) getPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error) {
+	release, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return s.d.GitHub.GetPull(ctx, pr)
+}
+
 // acquire bounds concurrent GitHub work.
 func (s *Service) acquire(ctx context.Context) (func(), error) {
 	select {
@@ -587,12 +597,7 @@ func (s *Service) labelled(ctx context.Context, pr ghref.PR, d *events.Escalated
 	if err != nil {
 		return err
 	}
-	release, err := s.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	p, err := s.d.GitHub.GetPull(ctx, pr)
-	release()
+	p, err := s.getPull(ctx, pr)
 	if errors.Is(err, github.ErrNotFound) {
 		return nil
 	}
