@@ -46,14 +46,7 @@ const causalPRs = 10
 func TestLoop_EventsOfAPRReadInCausalOrder(t *testing.T) {
 	// Not parallel: the services read their settings from the environment.
 	dir := t.TempDir()
-	sim, err := ghsim.New(ghsim.Options{Dir: filepath.Join(dir, "github"), RealClock: true,
-		Logger: logging.New(io.Discard, "error", "json")})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sim.Close() })
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	demo, err := ghsim.SeedDemo(sim)
-	require.NoError(t, err)
+	sim, srv, demo := startLoopSim(t, dir)
 	// Merged PRs land on main one after another: each PR touches a file of
 	// its own so that no merge conflicts with the next.
 	prs := make([]ghref.PR, causalPRs)
@@ -168,6 +161,21 @@ func startLoop(t *testing.T, name string, clock ...func() time.Time) (context.Co
 		}
 	})
 	return ctx, rt, services
+}
+
+// startLoopSim serves a real-clock GitHub simulator with the demo seeded,
+// its repositories below dir, until the test ends.
+func startLoopSim(t *testing.T, dir string) (*ghsim.Sim, *httptest.Server, ghsim.Demo) {
+	t.Helper()
+	sim, err := ghsim.New(ghsim.Options{Dir: filepath.Join(dir, "github"), RealClock: true,
+		Logger: logging.New(io.Discard, "error", "json")})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = sim.Close() })
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	demo, err := ghsim.SeedDemo(sim)
+	require.NoError(t, err)
+	return sim, srv, demo
 }
 
 // causalLog records the stream's events in stream order.

@@ -9,6 +9,40 @@
 // what the event is about, so a retried publish is dropped by JetStream's
 // duplicate window instead of producing a second event.
 //
+// # Event ids
+//
+// An id names what the event is about, never when it was published:
+// ID(pr, type, parts...) with the parts each call site passes to Emit. A
+// redelivery, or a retry after a crash, of the step that publishes an
+// event must rebuild the same id, so that JetStream drops the repeat within
+// its duplicate window (two hours); an event that is news must get an id
+// no earlier event had, or JetStream drops the news.
+//
+// Asking for a human is news again once a human answered: removing the
+// escalation label resumes the loop, and the same failure on the same head
+// minutes later must label, comment and notify again. So the ids of the
+// events about a failure carry a part that changes exactly when a new
+// request is legitimate, and stays the same across redeliveries and
+// retries of one request:
+//
+//   - ReviewTimeout (poller): the PR's escalation epoch (EpochPart).
+//   - PREscalationRequested for a failed review workflow (poller): the head
+//     and the epoch.
+//   - PREscalationRequested (feedback): the id of the PRFeedbackReceived the
+//     attempt answers; the poller publishes the change request anew, with a
+//     new id, when the loop resumes.
+//   - PREscalationRequested and PRMergeFailed for a failure (merger): the
+//     queue entry's approval sequence; a resume publishes the approval anew
+//     and so queues a new entry.
+//   - PREscalated (escalator): the epoch the escalation belongs to, also in
+//     its data (epoch).
+//
+// The escalation epoch is state.PR's Epoch, owned by the poller: the number
+// of escalations a human resolved by removing the label. The poller bumps
+// it when it sees the label gone after it was applied (see the poller's
+// resumeAfterEscalation); the escalator does an escalation once per PR,
+// reason and epoch, and its comment marker carries the epoch too.
+//
 // # Subjects
 //
 // Events travel on exactly five tokens,
@@ -54,7 +88,7 @@
 //	| PRMergeFailed         | merger                   | not merged: not queued, or left the queue without a merge     | reason, detail, dry_run                      |
 //	| PRClosed              | poller                   | closed or merged outside prloop; watching stops               | merged, actor                                |
 //	| PREscalationRequested | poller, feedback, merger | a human is needed                                             | reason, severity, fix_cycle, detail, …       |
-//	| PREscalated           | escalator                | the human was called (label, comment, webhook)                | reason, severity, actions                    |
+//	| PREscalated           | escalator                | the human was called (label, comment, webhook)                | reason, severity, actions, epoch             |
 //
 // # Order
 //

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,14 @@ func ID(pr ghref.PR, t Type, parts ...string) string {
 	}
 	return id
 }
+
+// EpochPart is the id part that names a PR's escalation epoch (state.PR's
+// Epoch: how many escalations a human resolved by removing the label). The
+// ids of ReviewTimeout, PREscalationRequested, PREscalated and
+// PRMergeFailed for a failure carry it or another part that changes
+// exactly when a new request is legitimate; see "Event ids" in the package
+// documentation.
+func EpochPart(epoch int) string { return "e" + strconv.Itoa(epoch) }
 
 // New builds and validates a CloudEvent for d, published by service, whose id
 // is ID(d.Ref(), d.EventType(), parts...).

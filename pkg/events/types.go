@@ -300,6 +300,10 @@ type EscalationRequested struct {
 	Actor               string   `json:"actor,omitempty"`
 }
 
+// ActionLabel is the action in Escalated.Actions that says the escalation
+// label was applied.
+const ActionLabel = "label"
+
 // Escalated says a human was called, and how.
 type Escalated struct {
 	Base
@@ -307,6 +311,9 @@ type Escalated struct {
 	Severity Severity `json:"severity"`
 	Actions  []string `json:"actions"`
 	Detail   string   `json:"detail,omitempty"`
+	// Epoch is the PR's escalation epoch the escalation belongs to: how
+	// many escalations a human had resolved before it (see "Event ids").
+	Epoch int `json:"epoch,omitempty"`
 }
 
 // EventType implementations tie each payload to its type.

@@ -87,11 +87,22 @@ type PR struct {
 	Merged bool `json:"merged,omitempty"`
 	// ReviewTimeoutSent records that ReviewTimeout was published.
 	ReviewTimeoutSent bool `json:"review_timeout_sent,omitempty"`
-	// EscalationLabelSeen records that the poller saw the escalation label
-	// on the PR after an escalation; its later absence means a human removed
-	// it, which resets the fix cycle and resumes the loop.
+	// EscalationLabelSeen records that the poller knows the escalation label
+	// is on the PR: it saw it, or it read the PR after the escalator said it
+	// applied it (PREscalated). A later read that lacks it means a human
+	// removed it, which resets the fix cycle and resumes the loop.
 	EscalationLabelSeen bool `json:"escalation_label_seen,omitempty"`
-	// Escalations maps reason codes to when the escalation was done.
+	// EscalationLabelSeenAt is GitHub's updated_at of the read that showed
+	// the label: a read older than that cannot tell that it was removed.
+	EscalationLabelSeenAt time.Time `json:"escalation_label_seen_at,omitempty"`
+	// Epoch counts the escalations a human resolved by removing the label;
+	// the poller increments it when it resumes the loop. The ids of the
+	// events that ask for a human, and of PREscalated, carry it, so that a
+	// failure after the resume is a new event and not a duplicate (see
+	// "Event ids" in package events).
+	Epoch int `json:"epoch,omitempty"`
+	// Escalations maps reason codes to when the escalation was done in the
+	// current Epoch; the resume clears it.
 	Escalations map[events.Reason]time.Time `json:"escalations,omitempty"`
 	// LastEventID, LastEventType and LastEventAt describe the last event
 	// prloop published about the PR.

@@ -155,14 +155,20 @@ type CommentOptions struct {
 
 var hexRE = regexp.MustCompile(`^[0-9a-f]{4,64}$`)
 
-// Marker is the hidden first line of the escalation comment for reason and
-// head. The escalator looks for it before posting, so that a comment posted
-// just before a crash is not posted again.
-func Marker(reason events.Reason, head string) string {
+// Marker is the hidden first line of the escalation comment for reason,
+// head and escalation epoch. The escalator looks for it before posting, so
+// that a comment posted just before a crash is not posted again, while the
+// same failure after a human removed the label (a new epoch) is. The first
+// epoch's marker has no epoch, as before epochs existed.
+func Marker(reason events.Reason, head string, epoch int) string {
 	if !hexRE.MatchString(head) {
 		head = "none"
 	}
-	return "<!-- prloop:escalation reason=" + string(reason) + " head=" + head + " -->"
+	m := "<!-- prloop:escalation reason=" + string(reason) + " head=" + head
+	if epoch > 0 {
+		m += " epoch=" + strconv.Itoa(epoch)
+	}
+	return m + " -->"
 }
 
 // maxText bounds each piece of free text quoted in the comment.
@@ -172,10 +178,10 @@ const maxText = 2000
 // words and as the reason code), what was tried, and what a human can do
 // next. Free text from events (detail, last error) is quoted in code
 // blocks, so it can neither format the comment nor mention anyone.
-func RenderComment(r Request, o CommentOptions) string {
+func RenderComment(r Request, epoch int, o CommentOptions) string {
 	info := infoOf(r.Reason)
 	var b strings.Builder
-	b.WriteString(Marker(r.Reason, r.HeadSHA) + "\n")
+	b.WriteString(Marker(r.Reason, r.HeadSHA, epoch) + "\n")
 	fmt.Fprintf(&b, "### prloop needs a human: %s\n\n", info.title)
 	fmt.Fprintf(&b, "**Why:** %s (reason `%s`, severity **%s**)\n\n", info.why, r.Reason, r.Severity)
 

@@ -82,8 +82,8 @@ func TestRenderComment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := RenderComment(tt.req, tt.opts)
-			assert.True(t, strings.HasPrefix(got, Marker(tt.req.Reason, tt.req.HeadSHA)+"\n"), "the marker comes first:\n%s", got)
+			got := RenderComment(tt.req, 0, tt.opts)
+			assert.True(t, strings.HasPrefix(got, Marker(tt.req.Reason, tt.req.HeadSHA, 0)+"\n"), "the marker comes first:\n%s", got)
 			for _, s := range tt.contains {
 				assert.Contains(t, got, s)
 			}
@@ -96,7 +96,7 @@ func TestRenderComment(t *testing.T) {
 
 func TestRenderComment_TruncatesLongText(t *testing.T) {
 	t.Parallel()
-	got := RenderComment(Request{Reason: events.ReasonFeedbackFailed, LastError: strings.Repeat("é", 5000)}, CommentOptions{Label: DefaultLabel})
+	got := RenderComment(Request{Reason: events.ReasonFeedbackFailed, LastError: strings.Repeat("é", 5000)}, 0, CommentOptions{Label: DefaultLabel})
 	assert.Contains(t, got, "… (truncated)")
 	assert.Less(t, len(got), 4000)
 }
@@ -138,6 +138,27 @@ func TestRequestOf(t *testing.T) {
 			if tt.ok {
 				assert.Equal(t, tt.want, got)
 			}
+		})
+	}
+}
+
+func TestMarker(t *testing.T) {
+	t.Parallel()
+	const head = "0123456789abcdef"
+	tests := []struct {
+		name  string
+		head  string
+		epoch int
+		want  string
+	}{
+		{name: "the first epoch's marker is the one from before epochs", head: head, want: "<!-- prloop:escalation reason=checks_failed head=" + head + " -->"},
+		{name: "a later epoch's marker names it", head: head, epoch: 2, want: "<!-- prloop:escalation reason=checks_failed head=" + head + " epoch=2 -->"},
+		{name: "a head that is no SHA is left out", head: "x -->", epoch: 1, want: "<!-- prloop:escalation reason=checks_failed head=none epoch=1 -->"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, Marker(events.ReasonChecksFailed, tt.head, tt.epoch))
 		})
 	}
 }

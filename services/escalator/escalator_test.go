@@ -14,6 +14,7 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/escalator"
 )
 
@@ -42,7 +43,7 @@ func TestEscalator_LabelsCommentsAndPublishes(t *testing.T) {
 	require.Len(t, comments, 1)
 	body := comments[0]
 	for _, s := range []string{
-		escalator.Marker(events.ReasonMaxFixCycles, e.head), "reason `max_fix_cycles`", "severity **blocking**",
+		escalator.Marker(events.ReasonMaxFixCycles, e.head, 0), "reason `max_fix_cycles`", "severity **blocking**",
 		"Fix cycles pushed by prloop: 3", "agent exited with status 1", "` copilot `",
 		"react 👍", "Remove the `human-review-required` label", "cc @alice @acme/maintainers",
 	} {
@@ -103,7 +104,7 @@ func TestEscalator_OnceUnderRedeliveryAndRestart(t *testing.T) {
 func TestEscalator_CommentFromBeforeACrashIsNotRepeated(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, err := e.sim.AddIssueComment(e.pr, simtest.Login, escalator.Marker(events.ReasonMergeConflict, e.head)+"\nposted before the crash")
+	_, err := e.sim.AddIssueComment(e.pr, simtest.Login, escalator.Marker(events.ReasonMergeConflict, e.head, 0)+"\nposted before the crash")
 	require.NoError(t, err)
 	e.start(config())
 	e.request(events.ReasonMergeConflict, "1")
@@ -195,4 +196,102 @@ func TestEscalator_WebhookRetriesAfter500(t *testing.T) {
 	assert.Equal(t, "agent exited with status 1", got["last_error"])
 	assert.Equal(t, e.head, got["head_sha"])
 	assert.Equal(t, escalator.DefaultLabel, got["label"])
+}
+
+// TestEscalator_AgainAfterTheLabelWasRemoved: once a human removed the
+// label (the poller then starts a new escalation epoch and clears the
+// record), the same failure on the same head escalates again: a second
+// label, comment, webhook call and PREscalated, each once, however often
+// each request is delivered. And an escalation whose label was removed
+// before the escalator recorded it is not recorded: it would suppress the
+// next one.
+func TestEscalator_AgainAfterTheLabelWasRemoved(t *testing.T) {
+	t.Parallel()
+	const routeAddLabels = "POST /repos/{owner}/{repo}/issues/{number}/labels"
+	tests := []struct {
+		name string
+		// resumeEarly resumes while the first escalation's webhook is
+		// still being delivered, before the escalator records it.
+		resumeEarly bool
+	}{
+		{name: "label removed after the escalation was recorded"},
+		{name: "label removed before the escalation was recorded", resumeEarly: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			// resume is the poller's part when it sees the label gone.
+			resume := func() {
+				t.Helper()
+				require.NoError(t, e.Client(t).RemoveLabel(t.Context(), e.pr, escalator.DefaultLabel))
+				_, err := e.store.Update(t.Context(), e.pr, func(p *state.PR) error {
+					p.Epoch++
+					p.Escalations = nil
+					return nil
+				})
+				require.NoError(t, err)
+			}
+			var (
+				mu    sync.Mutex
+				keys  []string
+				first = make(chan struct{})
+				hold  = make(chan struct{})
+			)
+			hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				keys = append(keys, r.Header.Get("Idempotency-Key"))
+				n := len(keys)
+				mu.Unlock()
+				if n == 1 && tt.resumeEarly {
+					close(first)
+					<-hold
+				}
+				_, _ = io.WriteString(w, "ok")
+			}))
+			t.Cleanup(hook.Close)
+			e.start(config(func(c *escalator.Config) { c.WebhookURL = github.Secret(hook.URL) }))
+
+			e.request(events.ReasonChecksFailed, "1")
+			if tt.resumeEarly {
+				<-first
+				resume()
+				close(hold)
+			}
+			firstEsc := e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor).Data.(*events.Escalated)
+			assert.Zero(t, firstEsc.Epoch)
+			delivered := 1
+			if tt.resumeEarly {
+				e.waitSettled(delivered)
+				st, _, err := e.store.Get(t.Context(), e.pr)
+				require.NoError(t, err)
+				assert.Empty(t, st.Escalations, "no record for an escalation a human already resolved")
+			} else {
+				e.request(events.ReasonChecksFailed, "1b") // the request once more
+				delivered++
+				e.waitSettled(delivered)
+				st, _, err := e.store.Get(t.Context(), e.pr)
+				require.NoError(t, err)
+				assert.Contains(t, st.Escalations, events.ReasonChecksFailed)
+				resume()
+			}
+
+			e.request(events.ReasonChecksFailed, "2") // the same failure, minutes later
+			e.request(events.ReasonChecksFailed, "2b")
+			second := e.rec.WaitCount(t, e.pr, events.TypeEscalated, 2, waitFor).Data.(*events.Escalated)
+			assert.Equal(t, 1, second.Epoch)
+			e.waitSettled(delivered + 2)
+			assert.Equal(t, 2, e.rec.Count(e.pr, events.TypeEscalated))
+			assert.Equal(t, 2, e.escalationComments(events.ReasonChecksFailed))
+			assert.Equal(t, 2, e.sim.Stats().ByRoute[routeCreateComment])
+			assert.Equal(t, 2, e.sim.Stats().ByRoute[routeAddLabels])
+			info, err := e.sim.PRInfo(e.pr)
+			require.NoError(t, err)
+			assert.Equal(t, []string{escalator.DefaultLabel}, info.Labels)
+			mu.Lock()
+			defer mu.Unlock()
+			require.Len(t, keys, 2, "one webhook call per escalation")
+			assert.NotEqual(t, keys[0], keys[1])
+		})
+	}
 }

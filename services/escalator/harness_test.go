@@ -120,11 +120,12 @@ func (e *env) comments() []string {
 }
 
 // escalationComments counts the comments carrying an escalation marker for
-// reason.
+// reason, of any epoch.
 func (e *env) escalationComments(reason events.Reason) int {
+	prefix := strings.TrimSuffix(escalator.Marker(reason, e.head, 0), " -->")
 	n := 0
 	for _, c := range e.comments() {
-		if strings.HasPrefix(c, escalator.Marker(reason, e.head)) {
+		if strings.HasPrefix(c, prefix) {
 			n++
 		}
 	}

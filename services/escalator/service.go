@@ -8,14 +8,21 @@
 // Exactly once, across redeliveries, replicas and crashes:
 //
 //   - An escalation recorded in state.PR.Escalations[reason] is not done
-//     again.
+//     again in the same escalation epoch (state.PR.Epoch, which the poller
+//     bumps when a human removes the label): the epoch is read before
+//     anything is done and carried by everything the escalation leaves
+//     behind (the comment's marker, the webhook's key, PREscalated's id and
+//     data), and the escalation is recorded only if the epoch is still
+//     current, so that a label removed while the escalator was still at
+//     work does not suppress the next escalation of the reason.
 //   - One replica at a time works on a PR and reason: it holds a lease in
 //     the KV bucket PRLOOP_ESCALATIONS (package kvlease); another replica
 //     gets the request redelivered later and then finds it recorded.
 //   - The label is idempotent; the comment starts with a hidden marker
 //     (Marker) that is looked for before posting, so a crash between
 //     posting and recording does not post twice; PREscalated has an id
-//     derived from PR, reason and head, so JetStream drops a republish.
+//     derived from PR, reason, head and epoch, so JetStream drops a
+//     republish.
 //
 // A webhook that is down is retried with backoff and then given up on: it
 // never holds back the label or the comment, which come first.
@@ -184,7 +191,7 @@ var errInProgress = errors.New("escalation in progress elsewhere")
 // PR and reason: label, comment, webhook, PREscalated, state.
 func (s *Service) Escalate(ctx context.Context, r Request) error {
 	log := s.log.With("pr", r.PR.String(), "reason", r.Reason, "severity", r.Severity)
-	if done, err := s.recorded(ctx, r); err != nil || done {
+	if done, _, err := s.recorded(ctx, r); err != nil || done {
 		if done {
 			log.Info("already escalated; nothing to do")
 		}
@@ -209,9 +216,12 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 		}
 	}()
 	// Someone may have finished between the first look and the claim.
-	if done, err := s.recorded(lctx, r); err != nil || done {
+	done, epoch, err := s.recorded(lctx, r)
+	if err != nil || done {
 		return err
 	}
+	log = log.With("epoch", epoch)
+	key := claimKey(r) + "." + events.EpochPart(epoch)
 
 	opts := CommentOptions{Label: s.cfg.Label, Mentions: s.cfg.Mentions}
 	if _, err := s.d.GitHub.AddLabels(lctx, r.PR, s.cfg.Label); err != nil {
@@ -222,7 +232,7 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 		return fmt.Errorf("escalate %s: %w", r.PR, err)
 	}
 	actions := []string{"label"}
-	posted, err := s.comment(lctx, r, opts)
+	posted, err := s.comment(lctx, r, epoch, opts)
 	if err != nil {
 		return fmt.Errorf("escalate %s: %w", r.PR, err)
 	}
@@ -232,7 +242,7 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	}
 	detail := ""
 	if s.d.Webhook != nil {
-		err := s.d.Webhook.Post(lctx, claimKey(r), PayloadOf(r, opts, actions))
+		err := s.d.Webhook.Post(lctx, key, PayloadOf(r, opts, actions))
 		if lctx.Err() == nil {
 			s.d.Metrics.Webhook(err)
 		}
@@ -245,11 +255,15 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	}
 	if _, _, err := s.emit.Emit(lctx, &events.Escalated{
 		Base: events.Base{PR: r.PR, HeadSHA: r.HeadSHA}, Reason: r.Reason, Severity: r.Severity, Actions: actions, Detail: detail,
-	}, string(r.Reason), r.HeadSHA); err != nil {
+		Epoch: epoch,
+	}, string(r.Reason), r.HeadSHA, events.EpochPart(epoch)); err != nil {
 		return err
 	}
 	at := s.d.Now().UTC()
 	if _, err := s.d.Store.Update(lctx, r.PR, func(p *state.PR) error {
+		if p.Epoch != epoch {
+			return state.ErrNoChange // the label is gone already: the next escalation is news
+		}
 		if _, ok := p.Escalations[r.Reason]; ok {
 			return state.ErrNoChange
 		}
@@ -266,23 +280,24 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	return nil
 }
 
-// recorded reports whether the escalation is in the PR's state.
-func (s *Service) recorded(ctx context.Context, r Request) (bool, error) {
+// recorded reports whether the escalation is in the PR's state, and the
+// PR's current escalation epoch.
+func (s *Service) recorded(ctx context.Context, r Request) (bool, int, error) {
 	p, _, err := s.d.Store.Get(ctx, r.PR)
 	if errors.Is(err, state.ErrNotFound) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	_, ok := p.Escalations[r.Reason]
-	return ok, nil
+	return ok, p.Epoch, nil
 }
 
 // comment posts the escalation comment unless one with its marker is
 // already there (posted before a crash). It reports whether it posted.
-func (s *Service) comment(ctx context.Context, r Request, opts CommentOptions) (bool, error) {
-	marker := Marker(r.Reason, r.HeadSHA)
+func (s *Service) comment(ctx context.Context, r Request, epoch int, opts CommentOptions) (bool, error) {
+	marker := Marker(r.Reason, r.HeadSHA, epoch)
 	existing, err := s.d.GitHub.ListIssueComments(ctx, r.PR, time.Time{})
 	if err != nil {
 		return false, err
@@ -295,7 +310,7 @@ func (s *Service) comment(ctx context.Context, r Request, opts CommentOptions) (
 			return false, nil
 		}
 	}
-	if _, err := s.d.GitHub.CreateIssueComment(ctx, r.PR, RenderComment(r, opts)); err != nil {
+	if _, err := s.d.GitHub.CreateIssueComment(ctx, r.PR, RenderComment(r, epoch, opts)); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -586,11 +586,14 @@ func (a *attempt) escalate(ctx context.Context, reason events.Reason, lastErr, d
 	if detail == "" {
 		detail = a.detail()
 	}
+	// The id carries the change request's event id: a redelivery asks
+	// once, the same change request published anew after a human removed
+	// the label (see "Event ids" in package events) asks again.
 	_, _, err := a.s.emit.Emit(ctx, &events.EscalationRequested{
 		Base: events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, Reason: reason, Severity: events.SeverityBlocking,
 		FixCycle: a.cycle, Detail: detail, LastError: lastErr,
 		HumanReviewRequired: reason == events.ReasonMaxFixCycles, Actor: Name,
-	}, string(reason), short(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle))
+	}, string(reason), short(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), a.req.EventID)
 	if err != nil {
 		return Result{}, err
 	}

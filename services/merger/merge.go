@@ -427,18 +427,22 @@ func (s *Service) dryRunMerged(ctx context.Context, st stored, log *slog.Logger)
 }
 
 // fail gives up on the entry: it asks for a human (reason and why) and
-// publishes PRMergeFailed. A dry run only publishes PRMergeFailed.
+// publishes PRMergeFailed. A dry run only publishes PRMergeFailed. Both ids
+// carry the entry's approval sequence: a retry of this entry repeats them,
+// while the same failure of the same head after a human removed the label
+// (which publishes the approval anew and so queues a new entry) is news.
 func (s *Service) fail(ctx context.Context, st stored, reason events.Reason, why string, log *slog.Logger) error {
 	b := events.Base{PR: st.PR, HeadSHA: st.Head}
+	seq := strconv.FormatUint(st.Seq, 10)
 	if !s.cfg.DryRun {
 		if _, _, err := s.emit.Emit(ctx, &events.EscalationRequested{
 			Base: b, Reason: reason, Severity: events.SeverityBlocking, Detail: why, LastError: st.LastError, Actor: Name,
-		}, string(reason), st.Head); err != nil {
+		}, string(reason), st.Head, seq); err != nil {
 			return err
 		}
 	}
 	if _, _, err := s.emit.Emit(ctx, &events.MergeFailed{Base: b, Reason: reason, Detail: why, DryRun: s.cfg.DryRun},
-		string(reason), st.Head); err != nil {
+		string(reason), st.Head, seq); err != nil {
 		return err
 	}
 	log.Warn("merge failed; a human is needed", "reason", reason, "why", why, "dry_run", s.cfg.DryRun)

@@ -207,6 +207,31 @@ func TestMerger_FailingChecksEscalate(t *testing.T) {
 	assert.Zero(t, e.metric("prloop_merge_results_total", "result", "merged"))
 }
 
+// TestMerger_FailingChecksEscalateAgainAfterTheLabelWasRemoved: a human
+// removed the escalation label and the poller announced the approval of the
+// same head anew; the checks fail again and that failure is news: a second
+// PREscalationRequested and PRMergeFailed, not duplicates of the first.
+func TestMerger_FailingChecksEscalateAgainAfterTheLabelWasRemoved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
+	require.NoError(t, e.sim.SetCheckRun(e.repo, head, "unit-tests", "completed", "failure"))
+	e.start(config(), "replica-1")
+	e.approve(pr, head, "1")
+	e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor)
+	e.waitQueueEmpty()
+
+	e.approve(pr, head, "2") // the status published anew after the resume
+	esc := e.rec.WaitCount(t, pr, events.TypeEscalationRequested, 2, waitFor).Data.(*events.EscalationRequested)
+	assert.Equal(t, events.ReasonChecksFailed, esc.Reason)
+	assert.Equal(t, head, esc.HeadSHA)
+	failed := e.rec.WaitCount(t, pr, events.TypeMergeFailed, 2, waitFor).Data.(*events.MergeFailed)
+	assert.Equal(t, events.ReasonChecksFailed, failed.Reason)
+	e.waitQueueEmpty()
+	assert.Equal(t, 2, e.rec.Count(pr, events.TypeEscalationRequested))
+	assert.Equal(t, 2, e.rec.Count(pr, events.TypeMergeFailed))
+}
+
 // TestMerger_ConflictEscalates: two PRs change the same line; the first
 // merges, the second then conflicts with its base and is escalated with
 // merge_conflict instead of being updated or merged.

@@ -26,9 +26,11 @@ type Observation struct {
 	Verdict review.Verdict
 	// Fingerprint is the probe's summary of the PR.
 	Fingerprint string
-	// Labels are the PR's labels.
-	Labels []string
-	Now    time.Time
+	// Labels are the PR's labels, and Updated GitHub's updated_at of the
+	// read that showed them.
+	Labels  []string
+	Updated time.Time
+	Now     time.Time
 }
 
 // Timing holds the policy knobs decide needs.
@@ -81,7 +83,8 @@ func holdsNewHead(cur state.PR, head string) bool {
 //     being addressed is held back (holdsNewHead) until the feedback
 //     service ends that change request.
 //   - A failed review workflow is escalated once per head; ReviewTimeout is
-//     published once per watch.
+//     published once per watch. Both once per escalation epoch: their ids
+//     carry it, and removing the escalation label starts a new one.
 func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	if holdsNewHead(cur, obs.HeadSHA) {
 		return Decision{Next: cur, Hold: true}
@@ -102,7 +105,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	if next.WatchedSince.IsZero() {
 		next.WatchedSince = obs.Now
 	}
-	resumeAfterEscalation(&next, obs, tm)
+	resumeAfterEscalation(&next, obs.Labels, obs.Updated, obs.Now, tm)
 	v := obs.Verdict
 	if v.Quorum != nil {
 		next.MissingReviewers = v.Quorum.Missing
@@ -147,7 +150,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		out = append(out, Emit{Data: &events.EscalationRequested{
 			Base: base, Reason: events.ReasonReviewWorkflowFailed, Severity: events.SeverityBlocking,
 			FixCycle: next.FixCycle, Detail: describeFailures(v.Quorum.Failed), HumanReviewRequired: true, Actor: "poller",
-		}, Parts: []string{short(next.HeadSHA)}})
+		}, Parts: []string{short(next.HeadSHA), events.EpochPart(next.Epoch)}})
 	}
 	out = append(out, timeout(&next, obs.Now, tm)...)
 	return Decision{Emits: out, Next: next}
@@ -160,26 +163,39 @@ func carriesApproval(cur state.PR, sha string) bool {
 	return cur.Status == events.StatusApproved && sha != "" && sha == cur.MergeUpdatedHeadSHA
 }
 
-// resumeAfterEscalation resets an escalated PR whose escalation label a
-// human removed: the fix cycle starts again at 0 and the current status is
-// published anew, so a pending change request reaches the agent again. The
-// label must have been seen on the PR first, so that the moment between the
-// escalator recording an escalation and its label showing up in the probe
-// is not mistaken for a removal.
-func resumeAfterEscalation(next *state.PR, obs Observation, tm Timing) {
-	if tm.EscalationLabel == "" || len(next.Escalations) == 0 {
-		return
+// resumeAfterEscalation resets a PR whose escalation label a human
+// removed: a new escalation epoch begins, the fix cycle starts again at 0
+// and the current status is published anew, so a pending change request
+// reaches the agent again and the next failure is escalated again. It
+// reports whether it changed next.
+//
+// A removal is a read without the label after a read that showed it (or
+// after the escalator said it applied it, see Service.labelled), and no
+// older than that read by GitHub's updated_at, which every label change
+// moves: a read from before the label was applied proves nothing. Nothing
+// here depends on when the poller happens to look, or on whether the
+// escalator recorded its escalation yet: a label removed within a poll
+// interval of being applied resumes the loop all the same, and a label put
+// on by hand pauses it until it is removed.
+func resumeAfterEscalation(next *state.PR, labels []string, updated, now time.Time, tm Timing) bool {
+	if tm.EscalationLabel == "" {
+		return false
 	}
-	if slices.ContainsFunc(obs.Labels, func(l string) bool { return strings.EqualFold(l, tm.EscalationLabel) }) {
-		next.EscalationLabelSeen = true
-		return
+	if slices.ContainsFunc(labels, func(l string) bool { return strings.EqualFold(l, tm.EscalationLabel) }) {
+		if next.EscalationLabelSeen && !updated.After(next.EscalationLabelSeenAt) {
+			return false
+		}
+		next.EscalationLabelSeen, next.EscalationLabelSeenAt = true, updated
+		return true
 	}
-	if !next.EscalationLabelSeen {
-		return
+	if !next.EscalationLabelSeen || updated.Before(next.EscalationLabelSeenAt) {
+		return false
 	}
-	next.Escalations, next.EscalationLabelSeen = nil, false
+	next.Epoch++
+	next.Escalations, next.EscalationLabelSeen, next.EscalationLabelSeenAt = nil, false, time.Time{}
 	next.FixCycle, next.FeedbackHeadSHA, next.WorkflowFailedHead = 0, "", ""
-	next.Status, next.ReviewTimeoutSent, next.WatchedSince = "", false, obs.Now
+	next.Status, next.ReviewTimeoutSent, next.WatchedSince = "", false, now
+	return true
 }
 
 // timeout returns ReviewTimeout when it is due, and marks it sent. The
@@ -200,7 +216,7 @@ func timeout(next *state.PR, now time.Time, tm Timing) []Emit {
 	return []Emit{{Data: &events.ReviewTimeout{
 		Base: events.Base{PR: next.PR, HeadSHA: next.HeadSHA}, Reason: events.ReasonReviewTimeout,
 		MissingReviewers: next.MissingReviewers, Detail: detail,
-	}}}
+	}, Parts: []string{events.EpochPart(next.Epoch)}}}
 }
 
 func describeFailures(failed map[string]string) string {

@@ -129,7 +129,7 @@ func TestDecide(t *testing.T) {
 			name: "a failed review workflow escalates once per head", cur: watched,
 			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress, Quorum: &review.QuorumResult{Failed: map[string]string{"bot": "503"}}}, Now: now},
 			wantTypes: []events.Type{events.TypeReviewInProgress, events.TypeEscalationRequested},
-			wantIDs:   [][]string{{"h1", "2"}, {"h1"}},
+			wantIDs:   [][]string{{"h1", "2"}, {"h1", "e0"}},
 			check:     func(t *testing.T, n state.PR) { assert.Equal(t, "h1", n.WorkflowFailedHead) },
 		},
 		{
@@ -146,7 +146,7 @@ func TestDecide(t *testing.T) {
 			cur:       watched,
 			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress, Quorum: &review.QuorumResult{Missing: []string{"copilot"}}}, Now: now.Add(time.Hour)},
 			wantTypes: []events.Type{events.TypeReviewInProgress, events.TypeReviewTimeout},
-			wantIDs:   [][]string{{"h1", "2"}, nil},
+			wantIDs:   [][]string{{"h1", "2"}, {"e0"}},
 			check: func(t *testing.T, n state.PR) {
 				assert.True(t, n.ReviewTimeoutSent)
 				assert.Equal(t, []string{"copilot"}, n.MissingReviewers)
@@ -159,6 +159,62 @@ func TestDecide(t *testing.T) {
 			check: func(t *testing.T, n state.PR) {
 				assert.True(t, n.EscalationLabelSeen)
 				assert.Equal(t, 2, n.FixCycle)
+			},
+		},
+		{
+			name: "the label is noted before the escalator recorded its escalation",
+			cur:  watched,
+			obs:  Observation{HeadSHA: "h1", Labels: []string{"human-review-required"}, Updated: now, Verdict: verdict(events.StatusPending), Now: now},
+			check: func(t *testing.T, n state.PR) {
+				assert.True(t, n.EscalationLabelSeen, "its removal must resume whenever the record lands")
+				assert.Equal(t, now, n.EscalationLabelSeenAt)
+			},
+		},
+		{
+			name: "a read older than the label's sighting does not undo the escalation",
+			cur: func() state.PR {
+				c := escalated
+				c.EscalationLabelSeen, c.EscalationLabelSeenAt = true, now
+				return c
+			}(),
+			obs: Observation{HeadSHA: "h1", Updated: now.Add(-time.Second), Verdict: verdict(events.StatusChangesRequested), Now: now.Add(time.Minute)},
+			check: func(t *testing.T, n state.PR) {
+				assert.True(t, n.EscalationLabelSeen)
+				assert.NotEmpty(t, n.Escalations)
+				assert.Zero(t, n.Epoch)
+			},
+		},
+		{
+			name: "after a resume the same failed workflow on the same head escalates again, with a new id",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.WorkflowFailedHead, c.EscalationLabelSeen = events.StatusInProgress, "h1", true
+				c.Escalations = map[events.Reason]time.Time{events.ReasonReviewWorkflowFailed: now}
+				return c
+			}(),
+			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress, Quorum: &review.QuorumResult{Failed: map[string]string{"bot": "503"}}}, Now: now},
+			wantTypes: []events.Type{events.TypeReviewInProgress, events.TypeEscalationRequested},
+			wantIDs:   [][]string{{"h1", "2"}, {"h1", "e1"}},
+			check:     func(t *testing.T, n state.PR) { assert.Equal(t, 1, n.Epoch) },
+		},
+		{
+			name: "after a resume the review timeout comes again, with a new id",
+			cur: func() state.PR {
+				c := watched
+				c.ReviewTimeoutSent, c.EscalationLabelSeen, c.Epoch = true, true, 3
+				c.Escalations = map[events.Reason]time.Time{events.ReasonReviewTimeout: now}
+				return c
+			}(),
+			obs:       Observation{HeadSHA: "h1", Verdict: verdict(events.StatusPending), Now: now},
+			wantTypes: []events.Type{events.TypeReviewPending}, wantIDs: [][]string{{"h1", "2"}},
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, 4, n.Epoch)
+				assert.Equal(t, now, n.WatchedSince, "the timeout counts from the resume")
+				again := decide(n, Observation{HeadSHA: "h1", Verdict: verdict(events.StatusPending), Now: now.Add(3 * time.Hour)}, tm)
+				if assert.Len(t, again.Emits, 1) {
+					assert.Equal(t, events.TypeReviewTimeout, again.Emits[0].Data.EventType())
+					assert.Equal(t, []string{"e4"}, again.Emits[0].Parts, "not the id of the timeout before the resume")
+				}
 			},
 		},
 		{
@@ -183,6 +239,8 @@ func TestDecide(t *testing.T) {
 				assert.Zero(t, n.FixCycle)
 				assert.Empty(t, n.Escalations)
 				assert.Equal(t, "h1", n.FeedbackHeadSHA)
+				assert.Equal(t, 1, n.Epoch, "a new escalation epoch")
+				assert.False(t, n.EscalationLabelSeen)
 			},
 		},
 		{

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +43,7 @@ const Name = "poller"
 // other services' news that changes what it must publish next.
 var Types = []events.Type{
 	events.TypeWatchRequested, events.TypeFeedbackAddressed, events.TypeFeedbackSkipped,
-	events.TypeEscalationRequested, events.TypeMerged,
+	events.TypeEscalationRequested, events.TypeEscalated, events.TypeMerged,
 }
 
 // GitHub is the part of the GitHub client the poller uses.
@@ -462,6 +463,16 @@ func jitter(d time.Duration) time.Duration {
 	return d - rand.N(d/10+1)
 }
 
+// getPull reads pr from GitHub within the bound on concurrent GitHub work.
+func (s *Service) getPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error) {
+	release, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return s.d.GitHub.GetPull(ctx, pr)
+}
+
 // acquire bounds concurrent GitHub work.
 func (s *Service) acquire(ctx context.Context) (func(), error) {
 	select {
@@ -545,6 +556,10 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 		}
 		// A new head held back while the change request was worked on
 		// (see holdsNewHead) is published now.
+	case *events.Escalated:
+		if err := s.labelled(ctx, pr, d, log); err != nil {
+			return err
+		}
 	case *events.Merged:
 		if d.DryRun {
 			return nil // PRLOOP_DRY_RUN: nothing was merged
@@ -561,6 +576,53 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 		return nil
 	}
 	s.kickAnywhere(pr)
+	return nil
+}
+
+// labelled takes note that the escalator applied the escalation label
+// (PREscalated with the label action). A read of the PR made after that is
+// after the label went on, so the label's absence there proves that a human
+// removed it: the loop resumes even when that happened before any probe saw
+// the label (within a poll interval, or while the escalator was still
+// retrying its webhook). An escalation of an epoch that was already
+// resolved is old news.
+func (s *Service) labelled(ctx context.Context, pr ghref.PR, d *events.Escalated, log *slog.Logger) error {
+	if !slices.Contains(d.Actions, events.ActionLabel) {
+		return nil
+	}
+	cur, _, err := s.d.Store.Get(ctx, pr)
+	if errors.Is(err, state.ErrNotFound) || (err == nil && (cur.Epoch != d.Epoch || cur.Closed)) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p, err := s.getPull(ctx, pr)
+	if errors.Is(err, github.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s after its escalation: %w", pr, err)
+	}
+	seen := pullInfoOf(p)
+	next, err := s.d.Store.Update(ctx, pr, func(st *state.PR) error {
+		if st.Epoch != d.Epoch || st.Closed {
+			return state.ErrNoChange
+		}
+		// The label was on before this read, whether or not a probe saw it.
+		// The read decides at once, so the placeholder time never lasts.
+		if !st.EscalationLabelSeen {
+			st.EscalationLabelSeen, st.EscalationLabelSeenAt = true, time.Time{}
+		}
+		resumeAfterEscalation(st, seen.labels, seen.updated, s.d.Now(), s.timing)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if next.Epoch != d.Epoch {
+		log.Info("escalation label removed; resuming", "epoch", next.Epoch)
+	}
 	return nil
 }
 

@@ -572,6 +572,41 @@ func TestPoller_RemovingEscalationLabelResumes(t *testing.T) {
 	}, waitFor, 10*time.Millisecond, "the escalation is cleared from the poller's record")
 }
 
+// TestPoller_LabelRemovedBeforeAnyProbeSawItResumes: the human removes
+// the escalation label within a poll interval of its being applied, so no
+// probe ever shows it. The escalator's PREscalated says the label went on;
+// a read of the PR after it lacks the label, so the loop resumes: a new
+// escalation epoch, the escalation cleared, the status published anew.
+func TestPoller_LabelRemovedBeforeAnyProbeSawItResumes(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config(func(c *poller.Config) { c.PollInterval = time.Hour })) // no probe after the first
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	probes := e.sim.Stats().ByRoute[probeRoute]
+
+	// The escalator's part, with the human removing the label before the
+	// escalator finished (its webhook retries) and recorded anything.
+	e.tick()
+	_, err := e.client.AddLabels(t.Context(), e.pr, "human-review-required")
+	require.NoError(t, err)
+	e.tick()
+	require.NoError(t, e.client.RemoveLabel(t.Context(), e.pr, "human-review-required"))
+	_, _, err = e.emit.Emit(t.Context(), &events.Escalated{
+		Base: events.Base{PR: e.pr}, Reason: events.ReasonReviewTimeout, Severity: events.SeverityWarning,
+		Actions: []string{events.ActionLabel, "comment"},
+	}, string(events.ReasonReviewTimeout), events.EpochPart(0))
+	require.NoError(t, err)
+
+	e.rec.WaitCount(t, e.pr, events.TypeReviewPending, 2, waitFor)
+	st, _, err := e.store.Get(t.Context(), e.pr)
+	require.NoError(t, err)
+	assert.Equal(t, 1, st.Epoch, "a new escalation epoch")
+	assert.False(t, st.EscalationLabelSeen)
+	assert.Equal(t, probes, e.sim.Stats().ByRoute[probeRoute], "no probe saw the label come or go")
+
+}
+
 // TestPoller_DryRunMergeChangesNothing: a merger in dry-run mode reports
 // what it would merge; the poller does not take the PR for merged.
 func TestPoller_DryRunMergeChangesNothing(t *testing.T) {

@@ -250,12 +250,7 @@ func untouched(p pullInfo, is *issueInfo) bool {
 
 // evaluateFetched evaluates a kicked PR, reading it from GitHub first.
 func (s *Service) evaluateFetched(ctx context.Context, rw *repoWatch, pr ghref.PR, log *slog.Logger) error {
-	release, err := s.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	p, err := s.d.GitHub.GetPull(ctx, pr)
-	release()
+	p, err := s.getPull(ctx, pr)
 	if errors.Is(err, github.ErrNotFound) {
 		log.Warn("PR not found; not watching it", "err", err)
 		rw.mu.Lock()
@@ -361,7 +356,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: author, Addressed: cur.Addressed()}, s.policy, authz)
 	obs := Observation{
 		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
-		Verdict: verdict, Fingerprint: "", Labels: p.labels, Now: s.d.Now(),
+		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: s.d.Now(),
 	}
 	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
@@ -424,12 +419,7 @@ func (s *Service) checkTimeout(ctx context.Context, rw *repoWatch, pr ghref.PR, 
 // closed records that pr was closed or merged and stops evaluating it;
 // PRClosed is published unless prloop merged it.
 func (s *Service) closed(ctx context.Context, rw *repoWatch, pr ghref.PR, log *slog.Logger) error {
-	release, err := s.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	p, err := s.d.GitHub.GetPull(ctx, pr)
-	release()
+	p, err := s.getPull(ctx, pr)
 	if errors.Is(err, github.ErrNotFound) {
 		rw.mu.Lock()
 		delete(rw.prs, pr.Number)
