@@ -2,6 +2,10 @@ package review
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,17 +17,36 @@ import (
 // write, triage, read or none (the GitHub client's GetPermission).
 type PermissionLookup func(ctx context.Context, repo ghref.Repo, login string) (string, error)
 
+// ErrPermissionUnknown says a reviewer's permission could not be looked up
+// and no earlier answer is known: the evaluation that needed it must be
+// skipped and made again later, never decided as if the reviewer had no
+// permission (that would flip an approval during a GitHub outage).
+var ErrPermissionUnknown = errors.New("reviewer permission unknown")
+
+// DefaultPermissionCacheSize caps how many looked-up permissions an
+// Authorization keeps: one per reviewer and repository, so the cap is only
+// reached by a very large installation, and memory stays bounded.
+const DefaultPermissionCacheSize = 10000
+
 // Authorization decides who may review: the logins in PRLOOP_REVIEWERS when
 // that is set, otherwise anyone with write, maintain or admin permission on
 // the repository, looked up through the API and cached.
+//
+// A cached answer is fresh for ttl; after that it is looked up again, and
+// when that lookup fails the last answer stands in (stale-while-error) for
+// up to maxStale more. Older answers are evicted, and the cache holds at
+// most size entries.
 type Authorization struct {
 	reviewers map[string]bool
 	lookup    PermissionLookup
 	ttl       time.Duration
+	maxStale  time.Duration
+	size      int
 	now       func() time.Time
 
-	mu    sync.Mutex
-	cache map[string]permEntry
+	mu        sync.Mutex
+	cache     map[string]permEntry
+	lastSweep time.Time
 }
 
 type permEntry struct {
@@ -32,9 +55,13 @@ type permEntry struct {
 }
 
 // NewAuthorization returns an authorization over the reviewer list (empty:
-// ask GitHub for permissions, caching answers for ttl).
-func NewAuthorization(reviewers []string, lookup PermissionLookup, ttl time.Duration) *Authorization {
-	a := &Authorization{lookup: lookup, ttl: ttl, now: time.Now, cache: map[string]permEntry{}}
+// ask GitHub for permissions, caching answers for ttl and keeping them as
+// the fallback for a failed lookup for maxStale after that).
+func NewAuthorization(reviewers []string, lookup PermissionLookup, ttl, maxStale time.Duration) *Authorization {
+	a := &Authorization{
+		lookup: lookup, ttl: ttl, maxStale: maxStale, size: DefaultPermissionCacheSize,
+		now: time.Now, cache: map[string]permEntry{},
+	}
 	for _, r := range reviewers {
 		if r = strings.TrimSpace(r); r != "" {
 			if a.reviewers == nil {
@@ -46,36 +73,112 @@ func NewAuthorization(reviewers []string, lookup PermissionLookup, ttl time.Dura
 	return a
 }
 
-// For returns the Authorizer for one repository. A failed permission lookup
-// counts as "not authorized" for this evaluation and is not cached, so the
-// next evaluation asks again; errs receives the error when non-nil.
-func (a *Authorization) For(ctx context.Context, repo ghref.Repo, errs func(login string, err error)) Authorizer {
-	return func(login string) bool {
-		key := strings.ToLower(login)
-		if a.reviewers != nil {
-			return a.reviewers[key]
-		}
-		if a.lookup == nil {
-			return false
-		}
-		ckey := repo.Key() + "\x00" + key
-		a.mu.Lock()
-		e, ok := a.cache[ckey]
-		a.mu.Unlock()
-		if ok && a.now().Sub(e.at) < a.ttl {
+// Len is how many looked-up permissions the cache holds.
+func (a *Authorization) Len() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.cache)
+}
+
+// For returns one evaluation's permission check for repo. Its Authorized
+// is the Authorizer to evaluate with; after the evaluation, Err says
+// whether a permission it needed was unknown, and then the verdict must be
+// discarded. A stale answer used in place of a failed lookup is logged to
+// log.
+func (a *Authorization) For(ctx context.Context, repo ghref.Repo, log *slog.Logger) *Permissions {
+	return &Permissions{a: a, ctx: ctx, repo: repo, log: log}
+}
+
+// Permissions is one evaluation's view of an Authorization.
+type Permissions struct {
+	a    *Authorization
+	ctx  context.Context
+	repo ghref.Repo
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	errs []error
+}
+
+// Authorized reports whether login may review; it is a review.Authorizer.
+// A permission that could not be looked up and has no earlier answer
+// counts as "no" here and is reported by Err.
+func (p *Permissions) Authorized(login string) bool {
+	a := p.a
+	key := strings.ToLower(login)
+	if a.reviewers != nil {
+		return a.reviewers[key]
+	}
+	if a.lookup == nil {
+		return false
+	}
+	ckey := p.repo.Key() + "\x00" + key
+	a.mu.Lock()
+	e, known := a.cache[ckey]
+	a.mu.Unlock()
+	age := a.now().Sub(e.at)
+	if known && age < a.ttl {
+		return e.ok
+	}
+	role, err := a.lookup(p.ctx, p.repo, login)
+	if err != nil {
+		if known && age < a.ttl+a.maxStale {
+			if p.log != nil {
+				p.log.Warn("permission lookup failed; using the last known answer", "user", login, "authorized", e.ok, "age", age.Round(time.Second), "err", err)
+			}
 			return e.ok
 		}
-		role, err := a.lookup(ctx, repo, login)
-		if err != nil {
-			if errs != nil {
-				errs(login, err)
-			}
-			return false
+		p.mu.Lock()
+		p.errs = append(p.errs, fmt.Errorf("permission of %s on %s: %w: %w", login, p.repo, ErrPermissionUnknown, err))
+		p.mu.Unlock()
+		return false
+	}
+	allowed := role == "admin" || role == "maintain" || role == "write"
+	a.store(ckey, permEntry{ok: allowed, at: a.now()})
+	return allowed
+}
+
+// Err returns the permissions that were needed but unknown (wrapping
+// ErrPermissionUnknown), or nil.
+func (p *Permissions) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return errors.Join(p.errs...)
+}
+
+// store caches e under key, evicting answers too old to serve even as a
+// fallback (at most once per ttl, or when the cache is full) and, when
+// still full, the oldest ones.
+func (a *Authorization) store(key string, e permEntry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cache[key] = e
+	now := a.now()
+	if len(a.cache) <= a.size && now.Sub(a.lastSweep) < a.ttl {
+		return
+	}
+	a.lastSweep = now
+	for k, old := range a.cache {
+		if now.Sub(old.at) >= a.ttl+a.maxStale {
+			delete(a.cache, k)
 		}
-		allowed := role == "admin" || role == "maintain" || role == "write"
-		a.mu.Lock()
-		a.cache[ckey] = permEntry{ok: allowed, at: a.now()}
-		a.mu.Unlock()
-		return allowed
+	}
+	if len(a.cache) <= a.size {
+		return
+	}
+	// Full of live answers: drop the oldest tenth at once, so that a cache
+	// at its cap does not sort on every lookup.
+	type aged struct {
+		key string
+		at  time.Time
+	}
+	all := make([]aged, 0, len(a.cache))
+	for k, old := range a.cache {
+		all = append(all, aged{k, old.at})
+	}
+	slices.SortFunc(all, func(x, y aged) int { return x.at.Compare(y.at) })
+	keep := a.size - a.size/10
+	for _, old := range all[:len(all)-keep] {
+		delete(a.cache, old.key)
 	}
 }

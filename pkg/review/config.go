@@ -28,6 +28,10 @@ type PolicyConfig struct {
 	ApprovalSurvivesPush bool `envconfig:"PRLOOP_APPROVAL_SURVIVES_PUSH" default:"false"`
 	// PermissionCacheTTL is how long a reviewer's looked-up permission is trusted.
 	PermissionCacheTTL time.Duration `envconfig:"PRLOOP_PERMISSION_CACHE_TTL" default:"1h"`
+	// PermissionMaxStale is how long after PermissionCacheTTL a looked-up
+	// permission still stands in for a lookup that fails (a GitHub outage
+	// must not flip a verdict); older answers are forgotten.
+	PermissionMaxStale time.Duration `envconfig:"PRLOOP_PERMISSION_MAX_STALE" default:"24h"`
 }
 
 // Validate checks the policy settings; errors name the variable.
@@ -41,6 +45,9 @@ func (c PolicyConfig) Validate() error {
 	}
 	if c.PermissionCacheTTL < 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_PERMISSION_CACHE_TTL=%s: want a positive duration", c.PermissionCacheTTL))
+	}
+	if c.PermissionMaxStale < 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_PERMISSION_MAX_STALE=%s: want a positive duration", c.PermissionMaxStale))
 	}
 	return errors.Join(errs...)
 }
@@ -79,5 +86,5 @@ func (c PolicyConfig) Policy(self string) Policy {
 // Authorization returns the reviewer authorization the configuration
 // describes, looking permissions up with lookup.
 func (c PolicyConfig) Authorization(lookup PermissionLookup) *Authorization {
-	return NewAuthorization(c.Reviewers, lookup, c.PermissionCacheTTL)
+	return NewAuthorization(c.Reviewers, lookup, c.PermissionCacheTTL, c.PermissionMaxStale)
 }

@@ -397,10 +397,13 @@ func (a *attempt) prompt(ctx context.Context, st state.PR) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	authz := s.auth.For(ctx, pr.RepoRef(), func(login string, err error) {
-		a.log.Warn("permission lookup failed; not counting the user this time", "user", login, "err", err)
-	})
-	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: a.pull.GetUser().GetLogin(), Addressed: st.Addressed()}, s.policy, authz)
+	perms := s.auth.For(ctx, pr.RepoRef(), a.log)
+	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: a.pull.GetUser().GetLogin(), Addressed: st.Addressed()}, s.policy, perms.Authorized)
+	if err := perms.Err(); err != nil {
+		// Without every reviewer's permission the feedback is not known:
+		// try again later rather than skip or address part of it.
+		return "", fmt.Errorf("gather feedback of %s: %w", pr, err)
+	}
 	if v.Status != events.StatusChangesRequested || len(v.Feedback) == 0 {
 		a.log.Info("review status is no longer changes requested", "status", v.Status)
 		return "", nil

@@ -27,6 +27,9 @@ type Config struct {
 	// WorkspaceDir holds prloop's clones (<owner>/<repo>/pr-<n>), prompts and
 	// agent logs (pr-<n>.d/). Empty means <PRLOOP_DATA_DIR>/workspace.
 	WorkspaceDir string `envconfig:"PRLOOP_WORKSPACE_DIR"`
+	// WorkspaceSweepInterval is how often the workspaces of closed or
+	// merged PRs are looked for and removed (a few PRs per sweep); 0: never.
+	WorkspaceSweepInterval time.Duration `envconfig:"PRLOOP_WORKSPACE_SWEEP_INTERVAL" default:"10m"`
 	// AgentCmd is the coding agent, run with sh -c in the worktree, in the
 	// sandbox, with the prompt on stdin and in the file named by
 	// PRLOOP_PROMPT_FILE (outside the worktree), PRLOOP_PR and

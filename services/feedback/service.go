@@ -112,6 +112,9 @@ type Service struct {
 	git      *Git
 	sleep    func(ctx context.Context, d time.Duration) error
 	worksDir string
+	// sweepCursor is the key of the last PR Sweep checked; only Sweep
+	// touches it.
+	sweepCursor string
 }
 
 // New builds the service. It fails only on a prompt template that does not
@@ -223,6 +226,10 @@ func (s *Service) Run(ctx context.Context) error {
 	// lease and hand the change request back before the process exits.
 	grace := s.cfg.ShutdownGrace - s.cfg.AgentKillGrace - time.Second
 	grace = max(grace, s.cfg.ShutdownGrace/4)
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	swept := make(chan struct{})
+	go func() { defer close(swept); s.sweepLoop(sweepCtx, s.cfg.WorkspaceSweepInterval) }()
+	defer func() { stopSweep(); <-swept }()
 	return events.Consume(ctx, s.d.JS, events.ConsumerConfig{
 		Durable: Name, Types: Types, Concurrency: s.cfg.Concurrency,
 		AckWait: s.cfg.AckWait, MaxDeliver: s.cfg.MaxDeliver, Backoff: s.cfg.RetryBackoff,

@@ -104,11 +104,15 @@ func (s *Service) verify(ctx context.Context, pr ghref.PR, author, approvedHead,
 	if err != nil {
 		return ApprovalCheck{}, anchor, err
 	}
-	authz := s.auth.For(ctx, pr.RepoRef(), func(login string, err error) {
-		log.Warn("permission lookup failed; not counting the user this time", "user", login, "err", err)
-	})
+	perms := s.auth.For(ctx, pr.RepoRef(), log)
 	in := ApprovalInput{ApprovedHead: approvedHead, Head: head, Anchor: anchor, Author: author}
-	return CheckApproval(sig, in, s.policy, authz), anchor, nil
+	check := CheckApproval(sig, in, s.policy, perms.Authorized)
+	if err := perms.Err(); err != nil {
+		// An approver whose permission is unknown is neither counted nor
+		// refused: the check is made again later.
+		return ApprovalCheck{}, anchor, fmt.Errorf("verify the approval of %s: %w", pr, err)
+	}
+	return check, anchor, nil
 }
 
 // resetApproval makes the poller publish its current status again on its

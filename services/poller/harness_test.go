@@ -117,10 +117,22 @@ func (e *env) config(mut ...func(*poller.Config)) poller.Config {
 // start runs a poller until the returned stop is called or the test ends.
 func (e *env) start(cfg poller.Config) *poller.Service {
 	e.t.Helper()
-	s := poller.New(cfg, poller.Deps{
+	s := e.newPoller(cfg)
+	e.run(s)
+	return s
+}
+
+// newPoller builds a poller of the test world.
+func (e *env) newPoller(cfg poller.Config) *poller.Service {
+	return poller.New(cfg, poller.Deps{
 		GitHub: e.client, Store: e.store, JS: e.conn.JS, Log: quiet(), Self: "prloop-bot",
 		Merged: poller.MergedByPrloop(e.conn.JS), Now: e.sim.Now, Metrics: metrics.NewPoller(e.reg),
 	})
+}
+
+// run runs s until e.stop is called or the test ends.
+func (e *env) run(s *poller.Service) {
+	e.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -139,7 +151,6 @@ func (e *env) start(cfg poller.Config) *poller.Service {
 		}
 	}
 	e.t.Cleanup(e.stop)
-	return s
 }
 
 // watch publishes a watch request for pr, as `prloop watch` does.

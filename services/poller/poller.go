@@ -116,6 +116,9 @@ type Service struct {
 	timing Timing
 	sem    chan struct{}
 
+	// reopenWatchCap bounds each repository's closed set.
+	reopenWatchCap int
+
 	mu      sync.Mutex
 	repos   map[string]*repoWatch
 	started bool
@@ -138,10 +141,16 @@ type repoWatch struct {
 	prs     map[int]bool // watched PR numbers
 	pending map[int]bool // PRs to evaluate at once (webhook, events)
 	heads   map[string][]int
-	// memo holds each watched PR's last stored state; only loop touches it.
+	// closed holds the PRs closed within reopenWindow, with when they
+	// closed, at most reopenWatchCap of them: a closed PR is dropped from
+	// every other map, so that the poller's memory follows the open PRs,
+	// and only this set remembers to resume the loop when one reopens.
+	closed map[int]time.Time
+	// memo holds each watched PR's last stored state; only loop touches
+	// it, writing it under mu so that Sizes may read it.
 	memo map[int]state.PR
 	// seen holds what the last evaluation read of each PR, so a change the
-	// probe pins on reactions alone re-reads only the reactions.
+	// probe pins on reactions alone re-reads only the reactions; like memo.
 	seen map[int]seenSignals
 	// pulls and issues are compact snapshots of the probe lists, with the
 	// versions they were read at: an unchanged list is not decoded again.
@@ -170,6 +179,8 @@ func New(cfg Config, d Deps) *Service {
 		timing: Timing{ReviewTimeout: cfg.ReviewTimeout, EscalationLabel: cfg.EscalationLabel},
 		sem:    make(chan struct{}, max(1, cfg.PollConcurrency)),
 		repos:  map[string]*repoWatch{},
+
+		reopenWatchCap: defaultReopenWatchCap,
 	}
 	for _, r := range cfg.Repos {
 		if strings.TrimSpace(r) == "" {
@@ -191,7 +202,16 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	restored := 0
 	for _, r := range recs {
-		if r.Closed && s.d.Now().Sub(r.ClosedAt) > reopenWindow {
+		if r.Closed {
+			// Closed PRs are only watched for a reopen.
+			if s.d.Now().Sub(r.ClosedAt) <= reopenWindow {
+				s.mu.Lock()
+				rw := s.repo(r.PR.RepoRef())
+				rw.mu.Lock()
+				s.watchForReopen(rw, r.PR.Number, r.ClosedAt)
+				rw.mu.Unlock()
+				s.mu.Unlock()
+			}
 			continue
 		}
 		rw := s.watch(r.PR)
@@ -247,11 +267,20 @@ func (s *Service) Run(ctx context.Context) error {
 // resumes the loop.
 const reopenWindow = 7 * 24 * time.Hour
 
+// defaultReopenWatchCap is how many closed PRs per repository are watched
+// for a reopen at most; beyond it the longest closed are forgotten (a
+// reopened PR is then only picked up again by auto-discovery or a watch
+// request).
+const defaultReopenWatchCap = 1000
+
 func (s *Service) repo(r ghref.Repo) *repoWatch {
 	key := r.Key()
 	rw, ok := s.repos[key]
 	if !ok {
-		rw = &repoWatch{repo: r, kick: make(chan struct{}, 1), probeNow: make(chan struct{}, 1), prs: map[int]bool{}, pending: map[int]bool{}, memo: map[int]state.PR{}, seen: map[int]seenSignals{}}
+		rw = &repoWatch{
+			repo: r, kick: make(chan struct{}, 1), probeNow: make(chan struct{}, 1),
+			prs: map[int]bool{}, pending: map[int]bool{}, closed: map[int]time.Time{}, memo: map[int]state.PR{}, seen: map[int]seenSignals{},
+		}
 		s.repos[key] = rw
 	}
 	return rw
@@ -263,7 +292,7 @@ func (s *Service) watch(pr ghref.PR) *repoWatch {
 	defer s.mu.Unlock()
 	rw := s.repo(pr.RepoRef())
 	rw.mu.Lock()
-	rw.prs[pr.Number] = true
+	rw.add(pr.Number)
 	rw.mu.Unlock()
 	if s.started {
 		s.startLoop(rw)
@@ -332,7 +361,7 @@ func (s *Service) Kick(pr ghref.PR) {
 		return
 	}
 	rw.mu.Lock()
-	if !rw.prs[pr.Number] && !rw.discover {
+	if !rw.prs[pr.Number] && !rw.discover && rw.closed[pr.Number].IsZero() {
 		rw.mu.Unlock()
 		return
 	}
@@ -452,9 +481,53 @@ func (s *Service) reloadMemo(ctx context.Context, rw *repoWatch) error {
 		}
 		memo[n] = st
 	}
+	rw.mu.Lock()
 	rw.memo, rw.seen = memo, map[int]seenSignals{}
+	rw.mu.Unlock()
 	rw.pullsVersion, rw.issuesVersion = "", ""
 	return nil
+}
+
+// add watches PR n; rw.mu is held.
+func (rw *repoWatch) add(n int) {
+	rw.prs[n] = true
+	delete(rw.closed, n)
+}
+
+// forget drops PR n from every per-PR map of rw, so that the poller's
+// memory follows the open PRs; closedAt, when set, keeps n in the closed
+// set for a reopen. Only loop calls it.
+func (s *Service) forget(rw *repoWatch, n int, closedAt time.Time) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	delete(rw.prs, n)
+	delete(rw.pending, n)
+	delete(rw.memo, n)
+	delete(rw.seen, n)
+	if !closedAt.IsZero() {
+		s.watchForReopen(rw, n, closedAt)
+	}
+}
+
+// watchForReopen adds n to rw's closed set and trims the set to PRs closed
+// within reopenWindow, at most reopenWatchCap of them; rw.mu is held.
+func (s *Service) watchForReopen(rw *repoWatch, n int, closedAt time.Time) {
+	rw.closed[n] = closedAt
+	now := s.d.Now()
+	for m, at := range rw.closed {
+		if now.Sub(at) > reopenWindow {
+			delete(rw.closed, m)
+		}
+	}
+	for len(rw.closed) > s.reopenWatchCap {
+		oldest, first := 0, time.Time{}
+		for m, at := range rw.closed {
+			if first.IsZero() || at.Before(first) {
+				oldest, first = m, at
+			}
+		}
+		delete(rw.closed, oldest)
+	}
 }
 
 // jitter returns d less up to 10%, so repositories that started together

@@ -75,8 +75,13 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 	if rw.discover {
 		for n, p := range open {
 			if !rw.prs[n] && s.wanted(p) {
-				rw.prs[n] = true
+				rw.add(n)
 			}
+		}
+	}
+	for n := range rw.closed {
+		if _, reopened := open[n]; reopened {
+			rw.add(n) // evaluate tells a reopen from a stale list
 		}
 	}
 	watched := make([]int, 0, len(rw.prs))
@@ -102,7 +107,9 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 		var err error
 		switch {
 		case !isOpen:
-			if !known || !memo.Closed {
+			if known && memo.Closed {
+				s.forget(rw, n, memo.ClosedAt)
+			} else {
 				err = s.closed(ctx, rw, pr, plog)
 			}
 		case !known || memo.Closed || memo.Fingerprint != fingerprint(p, isp):
@@ -147,7 +154,7 @@ func (s *Service) enrols(ctx context.Context, rw *repoWatch, pr ghref.PR, p pull
 		}
 	}
 	rw.mu.Lock()
-	rw.prs[pr.Number] = true
+	rw.add(pr.Number)
 	rw.mu.Unlock()
 	return true, nil
 }
@@ -253,9 +260,7 @@ func (s *Service) evaluateFetched(ctx context.Context, rw *repoWatch, pr ghref.P
 	p, err := s.getPull(ctx, pr)
 	if errors.Is(err, github.ErrNotFound) {
 		log.Warn("PR not found; not watching it", "err", err)
-		rw.mu.Lock()
-		delete(rw.prs, pr.Number)
-		rw.mu.Unlock()
+		s.forget(rw, pr.Number, time.Time{})
 		return nil
 	}
 	if err != nil {
@@ -344,16 +349,22 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 			return err
 		}
 	}
+	rw.mu.Lock()
 	if is != nil {
 		rw.seen[pr.Number] = seenSignals{head: head, updated: activityKey(p, is), sig: sig, listedAt: listedAt}
 	} else {
 		delete(rw.seen, pr.Number)
 	}
+	rw.mu.Unlock()
 	author := p.author
-	authz := s.auth.For(ctx, pr.RepoRef(), func(login string, err error) {
-		log.Warn("permission lookup failed; not counting the user this time", "user", login, "err", err)
-	})
-	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: author, Addressed: cur.Addressed()}, s.policy, authz)
+	perms := s.auth.For(ctx, pr.RepoRef(), log)
+	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: author, Addressed: cur.Addressed()}, s.policy, perms.Authorized)
+	if err := perms.Err(); err != nil {
+		// Deciding without a reviewer's permission would flip the verdict
+		// (an approver not counted drops an approval): evaluate again on
+		// the next probe instead.
+		return fmt.Errorf("evaluate %s: %w", pr, err)
+	}
 	obs := Observation{
 		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: s.d.Now(),
@@ -401,7 +412,12 @@ func (s *Service) apply(ctx context.Context, rw *repoWatch, pr ghref.PR, log *sl
 	if err != nil {
 		return err
 	}
+	rw.mu.Lock()
 	rw.memo[pr.Number] = stored
+	rw.mu.Unlock()
+	if stored.Closed {
+		s.forget(rw, pr.Number, stored.ClosedAt)
+	}
 	return nil
 }
 
@@ -421,9 +437,7 @@ func (s *Service) checkTimeout(ctx context.Context, rw *repoWatch, pr ghref.PR, 
 func (s *Service) closed(ctx context.Context, rw *repoWatch, pr ghref.PR, log *slog.Logger) error {
 	p, err := s.getPull(ctx, pr)
 	if errors.Is(err, github.ErrNotFound) {
-		rw.mu.Lock()
-		delete(rw.prs, pr.Number)
-		rw.mu.Unlock()
+		s.forget(rw, pr.Number, time.Time{})
 		return nil
 	}
 	if err != nil {
