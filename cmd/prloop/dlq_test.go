@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -29,20 +30,27 @@ func deadLetterApprovals(t *testing.T, conn *natsx.Conn, prs ...ghref.PR) []stri
 		require.NoError(t, err)
 		ids = append(ids, e.ID())
 	}
+	refuseApprovals(t, conn.JS, len(prs))
+	return ids
+}
+
+// refuseApprovals runs a merger consumer that refuses every approval until
+// n are dead-lettered.
+func refuseApprovals(t *testing.T, js jetstream.JetStream, n int) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- events.Consume(ctx, conn.JS, events.ConsumerConfig{Durable: merger.Name, Types: merger.Types}, func(context.Context, *events.Msg) error {
+		done <- events.Consume(ctx, js, events.ConsumerConfig{Durable: merger.Name, Types: merger.Types}, func(context.Context, *events.Msg) error {
 			return events.Permanent(errors.New("repository not watched"))
 		})
 	}()
 	require.Eventually(t, func() bool {
-		n, err := events.CountDeadLetters(t.Context(), conn.JS, merger.Name)
-		return err == nil && n == uint64(len(prs))
+		got, err := events.CountDeadLetters(t.Context(), js, merger.Name)
+		return err == nil && got == uint64(n)
 	}, 15*time.Second, 10*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
-	return ids
 }
 
 // TestDLQ_ListAndReplay: 'prloop dlq list' shows each dead letter with its
@@ -124,20 +132,7 @@ func TestDLQ_DeployCLIMayListButNotForge(t *testing.T) {
 	pr := ghref.PR{Owner: "acme", Repo: "a", Number: 1}
 	_, _, err := events.NewEmitter(pollerConn.JS, poller.Name).Emit(t.Context(), &events.ReviewApproved{Base: events.Base{PR: pr, HeadSHA: "abc"}}, "1")
 	require.NoError(t, err)
-	mergerConn := connectAs(t, url, merger.Name)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() {
-		done <- events.Consume(ctx, mergerConn.JS, events.ConsumerConfig{Durable: merger.Name, Types: merger.Types}, func(context.Context, *events.Msg) error {
-			return events.Permanent(errors.New("repository not watched"))
-		})
-	}()
-	require.Eventually(t, func() bool {
-		n, err := events.CountDeadLetters(t.Context(), pollerConn.JS, merger.Name)
-		return err == nil && n == 1
-	}, 15*time.Second, 10*time.Millisecond)
-	cancel()
-	require.NoError(t, <-done)
+	refuseApprovals(t, connectAs(t, url, merger.Name).JS, 1)
 
 	creds, _ := testNKey(t, events.PublisherCLI)
 	t.Setenv("PRLOOP_NATS_URL", url)
