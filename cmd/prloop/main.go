@@ -28,6 +28,7 @@ Usage:
   prloop status       a table of the PRs prloop knows (-json for JSON, -watch)
   prloop explain PR   why owner/repo#N is not merged yet, and what unblocks it
   prloop events       print the events, one line each, and follow (-pr owner/repo#N)
+  prloop dlq          list the dead letters (list) or publish them again (replay [-id SEQ ...])
   prloop ghsim        serve a GitHub simulator (no token, no network)
   prloop emit-test    publish one test CloudEvent to a running prloop
   prloop nats-keys    make the NATS keys of a Compose or Kubernetes deployment
@@ -68,6 +69,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runExplain(ctx, args[1:], stdout, stderr)
 	case "events":
 		return runEvents(ctx, args[1:], stdout, stderr)
+	case "dlq":
+		return runDLQ(ctx, args[1:], stdout, stderr)
 	case "watch":
 		return runWatch(ctx, args[1:], stdout, stderr)
 	case "ghsim":

@@ -107,6 +107,9 @@ func wantNATSUsers() map[string]natsUser {
 			for _, op := range []string{"CREATE", "DELETE", "INFO", "MSG.NEXT"} {
 				pub = append(pub, "$JS.API.CONSUMER."+op+"."+events.StreamName+".>")
 			}
+			// prloop dlq lists dead letters and removes replayed ones; a
+			// replay publishes with the publisher's own event permissions.
+			pub = append(pub, "$JS.API.STREAM.MSG.GET."+events.DLQStreamName, "$JS.API.STREAM.MSG.DELETE."+events.DLQStreamName)
 			users[name] = natsUser{publish: pub, subscribe: sub}
 			continue
 		}

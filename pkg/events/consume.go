@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,8 +26,9 @@ const (
 
 // Handler processes one event. Returning nil acks it; returning an error
 // redelivers it with backoff until MaxDeliver, then dead-letters it; an error
-// wrapped with Permanent dead-letters it at once. The context is cancelled
-// only when the consumer's shutdown grace period runs out.
+// wrapped with Permanent dead-letters it at once. A panic is recovered and
+// treated as an error. The context is cancelled only when the consumer's
+// shutdown grace period runs out.
 type Handler func(ctx context.Context, m *Msg) error
 
 // Msg is one delivered event.
@@ -77,7 +79,11 @@ type ConsumerConfig struct {
 	// AckWait is how long JetStream waits for an ack before redelivering.
 	// Default 30s; Consume heartbeats with InProgress every AckWait/3.
 	AckWait time.Duration
-	// MaxDeliver bounds deliveries before the message is dead-lettered. Default 6.
+	// MaxDeliver bounds the deliveries a handler sees before the message is
+	// dead-lettered. Default 6. Consume decides this itself: the server's
+	// consumer redelivers without limit (see EnsureConsumer), so a message
+	// whose dead-letter copy could not be stored comes back instead of
+	// being dropped.
 	MaxDeliver int
 	// Backoff are the redelivery delays after a handler error, by delivery
 	// count; the last repeats. Default 1s, 5s, 30s, 2m, 5m.
@@ -111,6 +117,13 @@ const (
 // for a message that did not decode. Implementations must be safe for
 // concurrent use and fast.
 type ConsumeObserver interface {
+	// Panicked is called when the handler panicked on a delivery (the
+	// panic is recovered and handled as an error).
+	Panicked(durable string, t Type)
+	// DeadLetters reports how many messages the consumer's dead-letter
+	// subject holds now: at start, after each dead letter, and every
+	// DLQRefresh (a replay removes them from elsewhere).
+	DeadLetters(durable string, n uint64)
 	// Delivered is called before the handler runs; delivered counts
 	// deliveries of the message, so more than 1 is a redelivery.
 	Delivered(durable string, t Type, delivered uint64)
@@ -170,9 +183,14 @@ func EnsureConsumer(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfi
 		FilterSubjects: filters,
 		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        c.AckWait,
-		MaxDeliver:     c.MaxDeliver,
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		MaxAckPending:  c.MaxAckPending,
+		// Unlimited: the server stops redelivering after its MaxDeliver
+		// whatever happened to the last delivery, so a dead-letter publish
+		// that failed on it would lose the message. Consume counts
+		// deliveries itself and dead-letters at c.MaxDeliver; a failed
+		// dead-letter publish naks, and the next delivery tries again.
+		MaxDeliver:    -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: c.MaxAckPending,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure consumer %s: %w", c.Durable, err)
@@ -198,6 +216,7 @@ func Consume(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfig, h Ha
 	defer cancelHandlers()
 
 	var wg sync.WaitGroup
+	recount := make(chan struct{}, 1)
 	for range c.Concurrency {
 		wg.Add(1)
 		go func(cons jetstream.Consumer) {
@@ -219,10 +238,20 @@ func Consume(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfig, h Ha
 					}
 					continue
 				}
-				handle(hctx, js, c, log, msg, h)
+				if handle(hctx, js, c, log, msg, h) == HandledDeadLetter {
+					select {
+					case recount <- struct{}{}:
+					default:
+					}
+				}
 			}
 		}(cons)
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		countDeadLetters(ctx, js, c, log, recount)
+	}()
 	<-ctx.Done()
 
 	done := make(chan struct{})
@@ -245,7 +274,63 @@ func next(ctx context.Context, cons jetstream.Consumer) (jetstream.Msg, error) {
 	return cons.Next(jetstream.FetchContext(fctx))
 }
 
-func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, h Handler) {
+// DLQRefresh is how often Consume recounts its consumer's dead letters for
+// ConsumeObserver.DeadLetters.
+const DLQRefresh = time.Minute
+
+// StreamLookup is the part of jetstream.JetStream that finds a stream, as
+// counting dead letters needs it.
+type StreamLookup interface {
+	Stream(ctx context.Context, name string) (jetstream.Stream, error)
+}
+
+var _ StreamLookup = (jetstream.JetStream)(nil)
+
+// countDeadLetters reports the consumer's dead letters to the observer at
+// start, on every signal on recount and every DLQRefresh, until ctx is done.
+func countDeadLetters(ctx context.Context, js JetStreamConsumer, c ConsumerConfig, log *slog.Logger, recount <-chan struct{}) {
+	sg, ok := js.(StreamLookup)
+	if c.Observer == nil || !ok {
+		return
+	}
+	t := time.NewTicker(DLQRefresh)
+	defer t.Stop()
+	for {
+		if n, err := CountDeadLetters(ctx, sg, c.Durable); err == nil {
+			c.Observer.DeadLetters(c.Durable, n)
+		} else if ctx.Err() == nil {
+			log.Debug("count dead letters", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-recount:
+		case <-t.C:
+		}
+	}
+}
+
+// DLQSubject is the subject the consumer named durable dead-letters to.
+func DLQSubject(durable string) string { return DLQPrefix + "." + durable }
+
+// CountDeadLetters returns how many messages the dead-letter stream holds
+// for the consumer named durable.
+func CountDeadLetters(ctx context.Context, js StreamLookup, durable string) (uint64, error) {
+	s, err := js.Stream(ctx, DLQStreamName)
+	if err != nil {
+		return 0, fmt.Errorf("count dead letters of %s: %w", durable, err)
+	}
+	subject := DLQSubject(durable)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return 0, fmt.Errorf("count dead letters of %s: %w", durable, err)
+	}
+	return info.State.Subjects[subject], nil
+}
+
+// handle runs h on one delivery and acks, naks or dead-letters it; it
+// returns the outcome.
+func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, h Handler) string {
 	var delivered, seq uint64 = 1, 0
 	if md, err := raw.Metadata(); err == nil {
 		delivered, seq = md.NumDelivered, md.Sequence.Stream
@@ -262,19 +347,38 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 		if c.Observer != nil {
 			c.Observer.Handled(c.Durable, "", outcome, 0)
 		}
-		return
+		return outcome
 	}
 	log = log.With("pr", d.Ref().String(), "type", e.Type(), "id", e.ID())
 	typ := d.EventType()
 	if c.Observer != nil {
 		c.Observer.Delivered(c.Durable, typ, delivered)
 	}
+	if delivered > uint64(c.MaxDeliver) {
+		// The handler had its MaxDeliver chances and none ended in an ack
+		// or a stored dead letter: the process died in the handler, or the
+		// dead-letter publish failed. Not running it again keeps a message
+		// that kills the process from crash-looping the service.
+		err = fmt.Errorf("not handled in %d deliveries (the handler crashed or hung, or its dead letter could not be stored)", c.MaxDeliver)
+		outcome := deadLetter(ctx, js, c, log, raw, delivered, err)
+		if c.Observer != nil {
+			c.Observer.Handled(c.Durable, typ, outcome, 0)
+		}
+		return outcome
+	}
 
 	start := time.Now()
 	stop := heartbeat(raw, c.AckWait/3)
-	err = h(ctx, &Msg{Event: e, Data: d, Delivered: delivered, Seq: seq, raw: raw})
+	err = safeCall(ctx, h, &Msg{Event: e, Data: d, Delivered: delivered, Seq: seq, raw: raw})
 	stop()
 	took := time.Since(start)
+	var p panicError
+	if errors.As(err, &p) {
+		log.Error("handler panicked; handled as an error", "panic", p.value, "delivered", delivered, "stack", string(p.stack))
+		if c.Observer != nil {
+			c.Observer.Panicked(c.Durable, typ)
+		}
+	}
 
 	outcome := HandledAck
 	switch {
@@ -299,6 +403,27 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 	if c.Observer != nil {
 		c.Observer.Handled(c.Durable, typ, outcome, took)
 	}
+	return outcome
+}
+
+// panicError is a recovered handler panic, with the stack it unwound.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (p panicError) Error() string { return fmt.Sprintf("handler panicked: %v", p.value) }
+
+// safeCall runs h, turning a panic into a panicError: a handler that panics
+// on one message must not take the process (and every other message in
+// flight) down with it, nor lose the message.
+func safeCall(ctx context.Context, h Handler, m *Msg) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	return h(ctx, m)
 }
 
 // checkSubject refuses an event whose body is not about what its subject
@@ -341,7 +466,7 @@ func heartbeat(m jetstream.Msg, every time.Duration) (stop func()) {
 // stored, the message is nak'ed instead (it is never dropped without a
 // trace) and HandledRetry is returned.
 func deadLetter(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, delivered uint64, cause error) string {
-	m := nats.NewMsg(DLQPrefix + "." + c.Durable)
+	m := nats.NewMsg(DLQSubject(c.Durable))
 	for k, v := range raw.Headers() {
 		// Nats-* headers are publish instructions (message id, expected
 		// stream …) meant for the original publish, not for this copy.
@@ -358,7 +483,13 @@ func deadLetter(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.L
 	if md, err := raw.Metadata(); err == nil {
 		id = c.Durable + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
 	}
-	if _, err := js.PublishMsg(ctx, m, jetstream.WithMsgID("dlq:"+id)); err != nil {
+	// Its own deadline: the handler's context may be cancelled by shutdown,
+	// and a dead letter worth storing is worth storing then too.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := js.PublishMsg(pctx, m, jetstream.WithMsgID("dlq:"+id)); err != nil {
+		// The server redelivers without limit (EnsureConsumer), so this
+		// nak brings the message back even after MaxDeliver deliveries.
 		log.Error("dead-letter publish failed; leaving the message for redelivery", "err", err, "cause", cause)
 		_ = raw.NakWithDelay(c.Backoff[len(c.Backoff)-1])
 		return HandledRetry

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -242,9 +244,39 @@ func waitDLQ(t *testing.T, js jetstream.JetStream, durable string) *jetstream.Ra
 
 // observed is a ConsumeObserver that records what it is told.
 type observed struct {
-	mu       sync.Mutex
-	delivery []string
-	handled  []string
+	mu          sync.Mutex
+	delivery    []string
+	handled     []string
+	panics      []string
+	deadLetters map[string]uint64
+}
+
+func (o *observed) Panicked(durable string, t events.Type) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.panics = append(o.panics, fmt.Sprintf("%s %s", durable, t))
+}
+
+func (o *observed) DeadLetters(durable string, n uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.deadLetters == nil {
+		o.deadLetters = map[string]uint64{}
+	}
+	o.deadLetters[durable] = n
+}
+
+func (o *observed) dlq(durable string) (uint64, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n, ok := o.deadLetters[durable]
+	return n, ok
+}
+
+func (o *observed) panicked() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]string(nil), o.panics...)
 }
 
 func (o *observed) Delivered(durable string, t events.Type, delivered uint64) {
@@ -297,4 +329,112 @@ func TestConsume_ObserverSeesDeliveriesAndOutcomes(t *testing.T) {
 	// The undecodable message may come before or after the redelivery.
 	assert.ElementsMatch(t, []string{"observed PRReviewApproved #1", "observed PRReviewApproved #2", "observed  #1"}, delivery)
 	assert.ElementsMatch(t, []string{"observed PRReviewApproved retry", "observed PRReviewApproved ack", "observed  dead_letter"}, handled)
+}
+
+// TestConsume_PanicIsRetriedThenDeadLettered: a handler that panics on one
+// PR's event neither stops the consumer (the other PRs' events are handled)
+// nor loses the event: it is retried and dead-lettered after MaxDeliver,
+// with the panic as its reason, and counted.
+func TestConsume_PanicIsRetriedThenDeadLettered(t *testing.T) {
+	t.Parallel()
+	conn := natstest.Start(t)
+	em := events.NewEmitter(conn.JS, "test")
+	poison := ghref.PR{Owner: "acme", Repo: "poison", Number: 1}
+	var want []string
+	for i, p := range []ghref.PR{poison, {Owner: "acme", Repo: "fine", Number: 1}, {Owner: "acme", Repo: "fine", Number: 2}} {
+		e, _, err := em.Emit(t.Context(), &events.ReviewApproved{Base: events.Base{PR: p}}, strconv.Itoa(i))
+		require.NoError(t, err)
+		if i > 0 {
+			want = append(want, e.ID())
+		}
+	}
+	obs := &observed{}
+	var poisonCalls atomic.Int32
+	got := &collector{}
+	runConsumer(t, conn.JS, events.ConsumerConfig{
+		Durable: "panicky", Types: []events.Type{events.TypeReviewApproved},
+		MaxDeliver: 3, Backoff: []time.Duration{10 * time.Millisecond}, Observer: obs,
+	}, func(_ context.Context, m *events.Msg) error {
+		if m.Data.Ref().Same(poison) {
+			poisonCalls.Add(1)
+			var nilMap map[string]int
+			nilMap["boom"]++ // a real bug: assignment to a nil map
+		}
+		got.add(m.Event.ID())
+		return nil
+	})
+	dlq := waitDLQ(t, conn.JS, "panicky")
+	require.Eventually(t, func() bool { return len(got.list()) == len(want) }, 10*time.Second, 10*time.Millisecond)
+	assert.ElementsMatch(t, want, got.list(), "the other events were handled")
+	assert.Equal(t, int32(3), poisonCalls.Load(), "the panicking event was retried up to MaxDeliver")
+	assert.Contains(t, dlq.Header.Get(events.HeaderDLQReason), "handler panicked: assignment to entry in nil map")
+	assert.Equal(t, events.Subject(poison, events.TypeReviewApproved), dlq.Header.Get(events.HeaderDLQSubject))
+	assert.Equal(t, []string{"panicky PRReviewApproved", "panicky PRReviewApproved", "panicky PRReviewApproved"}, obs.panicked())
+	require.Eventually(t, func() bool { n, _ := obs.dlq("panicky"); return n == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the dead letter is counted")
+}
+
+// refusingDLQ is a JetStream whose first publishes to the dead-letter
+// subjects fail, as when PRLOOP_DLQ is briefly unavailable.
+type refusingDLQ struct {
+	jetstream.JetStream
+	refuse atomic.Int32
+}
+
+func (r *refusingDLQ) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	if strings.HasPrefix(m.Subject, events.DLQPrefix+".") && r.refuse.Add(-1) >= 0 {
+		return nil, errors.New("nats: no response from stream")
+	}
+	return r.JetStream.PublishMsg(ctx, m, opts...)
+}
+
+// TestConsume_DeadLetterPublishFailureKeepsTheMessage: when storing the
+// dead letter fails on the last delivery, the message comes back (the
+// server does not stop at MaxDeliver) until the dead letter is stored; the
+// handler is not run again past MaxDeliver.
+func TestConsume_DeadLetterPublishFailureKeepsTheMessage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		permanent bool
+		refusals  int32
+		// calls are the handler's runs, deliveries the delivery whose
+		// dead letter was stored.
+		calls      int32
+		deliveries string
+	}{
+		{name: "retries exhausted", refusals: 3, calls: 2, deliveries: "5"},
+		{name: "permanent error", permanent: true, refusals: 2, calls: 2, deliveries: "3"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn := natstest.Start(t)
+			_, _, err := events.NewEmitter(conn.JS, "test").Emit(t.Context(), &events.ReviewApproved{Base: events.Base{PR: pr}}, "1")
+			require.NoError(t, err)
+			js := &refusingDLQ{JetStream: conn.JS}
+			js.refuse.Store(tc.refusals)
+			var calls atomic.Int32
+			runConsumer(t, js, events.ConsumerConfig{
+				Durable: "unlucky", Types: []events.Type{events.TypeReviewApproved},
+				MaxDeliver: 2, Backoff: []time.Duration{10 * time.Millisecond},
+			}, func(context.Context, *events.Msg) error {
+				if calls.Add(1); tc.permanent {
+					return events.Permanent(errors.New("unknown repository"))
+				}
+				return errors.New("github is down")
+			})
+			dlq := waitDLQ(t, conn.JS, "unlucky")
+			assert.Equal(t, tc.deliveries, dlq.Header.Get(events.HeaderDLQDeliveries))
+			assert.Equal(t, events.Subject(pr, events.TypeReviewApproved), dlq.Header.Get(events.HeaderDLQSubject))
+			assert.Less(t, js.refuse.Load(), int32(0), "every refusal was used")
+			cons, err := conn.JS.Consumer(t.Context(), events.StreamName, "unlucky")
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				info, err := cons.Info(t.Context())
+				return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+			}, 10*time.Second, 10*time.Millisecond, "the message was terminated once stored")
+			assert.Equal(t, tc.calls, calls.Load(), "the handler ran only within MaxDeliver")
+		})
+	}
 }

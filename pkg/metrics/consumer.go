@@ -14,6 +14,8 @@ type Consumer struct {
 	deliveries   *prometheus.CounterVec
 	redeliveries *prometheus.CounterVec
 	handled      *prometheus.CounterVec
+	panics       *prometheus.CounterVec
+	deadLetters  *prometheus.GaugeVec
 	duration     *prometheus.HistogramVec
 }
 
@@ -35,6 +37,12 @@ func NewConsumer(reg prometheus.Registerer) *Consumer {
 		handled: counterVec(reg, "consumer_handled_total",
 			"Deliveries handled, by consumer, event type and outcome: ack, retry (nak with backoff) or dead_letter.",
 			"consumer", "type", "outcome"),
+		panics: counterVec(reg, "consumer_panics_total",
+			"Handler panics (recovered and retried as errors), by consumer and event type.",
+			"consumer", "type"),
+		deadLetters: gaugeVec(reg, "dlq_messages",
+			"Messages in the dead-letter stream PRLOOP_DLQ, by the consumer that gave up on them; 'prloop dlq list' shows them.",
+			"consumer"),
 		duration: histogramVec(reg, "consumer_handle_duration_seconds",
 			"How long a consumer's handler ran for one delivery.", handleBuckets, "consumer"),
 	}
@@ -60,4 +68,14 @@ func typeLabel(t events.Type) string {
 		return "unknown"
 	}
 	return oneOf(t, events.Types...)
+}
+
+// Panicked implements events.ConsumeObserver.
+func (c *Consumer) Panicked(durable string, t events.Type) {
+	c.panics.WithLabelValues(durable, typeLabel(t)).Inc()
+}
+
+// DeadLetters implements events.ConsumeObserver.
+func (c *Consumer) DeadLetters(durable string, n uint64) {
+	c.deadLetters.WithLabelValues(durable).Set(float64(n))
 }

@@ -53,6 +53,8 @@ func TestRegistry_EveryFamilyOnOneRegistry(t *testing.T) {
 	p.Transition(events.TypeReviewApproved)
 	p.Consumer.Delivered("poller", events.TypeWatchRequested, 2)
 	p.Consumer.Handled("poller", events.TypeWatchRequested, events.HandledAck, time.Millisecond)
+	p.Consumer.Panicked("poller", events.TypeWatchRequested)
+	p.Consumer.DeadLetters("poller", 1)
 	f.Attempt(metrics.FeedbackAddressed, time.Minute)
 	f.AgentRun(metrics.AgentFixed)
 	m.QueueDepths(map[metrics.Queue]int{{Repo: "acme/widgets", Base: "main"}: 2})
@@ -68,7 +70,7 @@ func TestRegistry_EveryFamilyOnOneRegistry(t *testing.T) {
 		"prloop_github_rate_limit_waits_total", "prloop_github_cache_entries", "prloop_github_cache_bytes",
 		"prloop_poller_probes_total", "prloop_poller_evaluations_total", "prloop_transitions_total",
 		"prloop_consumer_deliveries_total", "prloop_consumer_redeliveries_total", "prloop_consumer_handled_total",
-		"prloop_consumer_handle_duration_seconds",
+		"prloop_consumer_handle_duration_seconds", "prloop_consumer_panics_total", "prloop_dlq_messages",
 		"prloop_feedback_attempts_total", "prloop_feedback_attempt_duration_seconds", "prloop_feedback_agent_runs_total",
 		"prloop_merge_queue_depth", "prloop_merge_results_total",
 		"prloop_escalations_total", "prloop_escalation_webhook_deliveries_total",
@@ -191,6 +193,10 @@ func TestConsumer_CountsDeliveriesRedeliveriesAndOutcomes(t *testing.T) {
 	c.Delivered("merger", "", 1)
 	c.Handled("merger", "", events.HandledDeadLetter, 0)
 	c.Delivered("merger", "SomethingElse", 1)
+	c.Panicked("merger", events.TypeReviewApproved)
+	c.DeadLetters("merger", 3)
+	c.DeadLetters("merger", 2)
+	c.DeadLetters("poller", 0)
 
 	tests := []struct {
 		name   string
@@ -205,6 +211,9 @@ func TestConsumer_CountsDeliveriesRedeliveriesAndOutcomes(t *testing.T) {
 		{name: "undecodable", family: "prloop_consumer_handled_total", labels: []string{"type", "unknown", "outcome", "dead_letter"}, want: 1},
 		{name: "unknown type", family: "prloop_consumer_deliveries_total", labels: []string{"type", "other"}, want: 1},
 		{name: "durations", family: "prloop_consumer_handle_duration_seconds", labels: []string{"consumer", "merger"}, want: 3},
+		{name: "panics", family: "prloop_consumer_panics_total", labels: []string{"consumer", "merger", "type", "PRReviewApproved"}, want: 1},
+		{name: "dead letters now", family: "prloop_dlq_messages", labels: []string{"consumer", "merger"}, want: 2},
+		{name: "no dead letters", family: "prloop_dlq_messages", labels: []string{"consumer", "poller"}, want: 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

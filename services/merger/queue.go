@@ -23,6 +23,7 @@ import (
 //
 // Keys, with tokens encoded as in event subjects (events.EncodeToken):
 //
+//	pending.<owner>.<repo>.<seq>       an approval not yet queued (a Pending)
 //	q.<owner>.<repo>.<base>.<number>   a queued PR (an Entry), ordered by Entry.Seq
 //	lock.<owner>.<repo>.<base>         the base's merge lock (a kvlease.Record)
 //
@@ -77,6 +78,25 @@ type Entry struct {
 	LastError string    `json:"last_error,omitempty"`
 }
 
+// Pending is an approval the consumer recorded and the worker has not yet
+// queued: queuing reads GitHub, which may fail for one repository while
+// the others are fine, so it happens outside the consumer (see Service).
+type Pending struct {
+	Approval
+	// Failures counts failed attempts to queue it; NotBefore delays the
+	// next one.
+	Failures  int       `json:"failures,omitempty"`
+	NotBefore time.Time `json:"not_before,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// storedPending is a Pending with its key and KV revision.
+type storedPending struct {
+	Pending
+	key string
+	rev uint64
+}
+
 // QueueKV is the part of jetstream.KeyValue the queue uses.
 type QueueKV interface {
 	kvlease.KV
@@ -101,6 +121,79 @@ func entryKey(pr ghref.PR, base string) string {
 }
 
 func lockKey(qid string) string { return "lock." + qid }
+
+// repoID names a repository in keys: <owner>.<repo>.
+func repoID(repo ghref.Repo) string {
+	return events.EncodeToken(repo.Owner) + "." + events.EncodeToken(repo.Name)
+}
+
+func pendingKey(a Approval) string {
+	return "pending." + repoID(a.PR.RepoRef()) + "." + strconv.FormatUint(a.Seq, 10)
+}
+
+// record stores an approval as pending. A redelivered approval finds its
+// record there and leaves it (with its failures) as it is.
+func (q queue) record(ctx context.Context, a Approval) error {
+	body, err := json.Marshal(Pending{Approval: a})
+	if err != nil {
+		return fmt.Errorf("encode pending approval of %s: %w", a.PR, err)
+	}
+	if _, err := q.kv.Create(ctx, pendingKey(a), body); err != nil && !kvlease.IsConflict(err) {
+		return fmt.Errorf("record approval of %s: %w", a.PR, err)
+	}
+	return nil
+}
+
+// pending returns the pending approvals by repository id, each repository's
+// first come first.
+func (q queue) pending(ctx context.Context) (map[string][]storedPending, error) {
+	keys, err := q.keys(ctx, "pending.>")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]storedPending{}
+	for _, k := range keys {
+		e, err := q.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // queued meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read pending approval %s: %w", k, err)
+		}
+		var p Pending
+		if err := json.Unmarshal(e.Value(), &p); err != nil {
+			return nil, fmt.Errorf("decode pending approval %s: %w", k, err)
+		}
+		id := repoID(p.PR.RepoRef())
+		out[id] = append(out[id], storedPending{Pending: p, key: k, rev: e.Revision()})
+	}
+	for _, ps := range out {
+		slices.SortFunc(ps, func(a, b storedPending) int { return cmp.Compare(a.Seq, b.Seq) })
+	}
+	return out, nil
+}
+
+// settle removes a pending approval once it is queued (or found not to
+// need queuing); a record another replica settled meanwhile is fine.
+func (q queue) settle(ctx context.Context, p storedPending) error {
+	err := q.kv.Delete(ctx, p.key, jetstream.LastRevision(p.rev))
+	if err != nil && !kvlease.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("settle pending approval of %s: %w", p.PR, err)
+	}
+	return nil
+}
+
+// postpone records a failed attempt to queue p.
+func (q queue) postpone(ctx context.Context, p storedPending) error {
+	body, err := json.Marshal(p.Pending)
+	if err != nil {
+		return fmt.Errorf("encode pending approval of %s: %w", p.PR, err)
+	}
+	if _, err := q.kv.Update(ctx, p.key, body, p.rev); err != nil && !kvlease.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("postpone pending approval of %s: %w", p.PR, err)
+	}
+	return nil
+}
 
 // queueOfKey returns the queue id of an entry key.
 func queueOfKey(key string) (string, bool) {

@@ -10,15 +10,25 @@
 // kvlease) taken with Create and renewed while the merge runs, so that a
 // dead replica's lock frees itself after PRLOOP_MERGE_LOCK_TTL.
 //
-// Two parts work on them. The consumer only enqueues: it reads the PR's
-// base, writes its entry and publishes PRMergeQueued with the position. It
-// runs with MaxAckPending 1, so JetStream hands approvals out one at a time
-// in stream order across all replicas: when an entry is written, every
-// earlier approval's entry already is, which makes positions exact and the
-// order first come, first served. The worker of every replica scans the
-// queues (on a timer and on every change in the bucket), takes the lock of
-// any base whose queue is not empty, and merges that queue's entries in
-// order while it holds the lock.
+// Two parts work on them. The consumer only records: it writes each
+// approval as pending under its stream sequence (a KV write, no GitHub) and
+// acks. It runs with MaxAckPending 1, so JetStream hands approvals out one
+// at a time in stream order across all replicas, and a pending record
+// exists for every earlier approval before a later one's is written.
+//
+// The worker of every replica scans the bucket (on a timer and on every
+// change). It queues each repository's pending approvals in sequence order:
+// it reads the PR's base, verifies the approval on GitHub, writes the
+// queue entry and publishes PRMergeQueued with the position, and only then
+// looks at the repository's next pending approval. So when an entry is
+// written every earlier approval of its repository is settled, which makes
+// positions exact and the order first come, first served within a base;
+// and a repository whose GitHub reads fail holds back only its own
+// approvals, retried with backoff, never another repository's (the
+// consumer used to read GitHub itself, and one repository's failures
+// stalled every approval behind it). The worker also takes the lock of any
+// base whose queue is not empty and merges that queue's entries in order
+// while it holds the lock.
 //
 // Before every step the worker re-reads the PR from GitHub, never trusting
 // the event, and Decide says what to do.
@@ -194,22 +204,101 @@ func (s *Service) Run(ctx context.Context) error {
 	return err
 }
 
-// handle adapts a PRReviewApproved message to Enqueue.
+// handle records a PRReviewApproved message as a pending approval, which
+// the worker queues (Enqueue): nothing here waits on GitHub.
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	d, ok := m.Data.(*events.ReviewApproved)
 	if !ok {
 		return nil
 	}
-	return s.Enqueue(ctx, Approval{PR: d.PR, Head: d.HeadSHA, Approvers: d.Approvers, Seq: m.Seq})
+	if err := s.q.record(ctx, Approval{PR: d.PR, Head: d.HeadSHA, Approvers: d.Approvers, Seq: m.Seq}); err != nil {
+		return err
+	}
+	s.Kick()
+	return nil
 }
 
 // Approval is an approved head, as the poller reports it.
 type Approval struct {
-	PR        ghref.PR
-	Head      string
-	Approvers []string
+	PR        ghref.PR `json:"pr"`
+	Head      string   `json:"head"`
+	Approvers []string `json:"approvers,omitempty"`
 	// Seq is the approval's stream sequence: its place in line.
-	Seq uint64
+	Seq uint64 `json:"seq"`
+}
+
+// settlePending queues the first pending approval of every repository
+// that has one due, each repository in its own goroutine so that a slow or
+// failing GitHub for one holds back no other.
+func (s *Service) settlePending(ctx context.Context) error {
+	pending, err := s.q.pending(ctx)
+	if err != nil {
+		return err
+	}
+	for id, ps := range pending {
+		if ps[0].NotBefore.After(s.d.Now()) || !s.claim("pending."+id) {
+			continue
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer s.unclaim("pending." + id)
+			s.settleRepo(ctx, ps)
+		}()
+	}
+	return nil
+}
+
+// settleRepo queues a repository's pending approvals in sequence order,
+// stopping at the first that fails (it is retried with backoff, and the
+// later ones wait behind it).
+func (s *Service) settleRepo(ctx context.Context, ps []storedPending) {
+	for _, p := range ps {
+		if ctx.Err() != nil {
+			return
+		}
+		err := s.Enqueue(ctx, p.Approval)
+		if err == nil {
+			if err := s.q.settle(ctx, p); err != nil {
+				s.log.Warn("settle pending approval", "pr", p.PR.String(), "err", err)
+				return
+			}
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.Failures++
+		p.LastError = err.Error()
+		// No give-up: a repository whose GitHub does not answer cannot
+		// merge anyway, and the approval keeps its place in line.
+		delay := min(s.cfg.PollInterval<<min(p.Failures-1, 20), 5*time.Minute)
+		p.NotBefore = s.d.Now().Add(delay)
+		s.log.Warn("cannot queue approval yet; will retry", "pr", p.PR.String(), "seq", p.Seq, "err", err,
+			"failures", p.Failures, "retry_in", delay)
+		if err := s.q.postpone(ctx, p); err != nil {
+			s.log.Warn("postpone pending approval", "pr", p.PR.String(), "err", err)
+		}
+		return
+	}
+}
+
+// claim marks id as worked on by this replica, or reports that it already is.
+func (s *Service) claim(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active[id] {
+		return false
+	}
+	s.active[id] = true
+	return true
+}
+
+func (s *Service) unclaim(id string) {
+	s.mu.Lock()
+	delete(s.active, id)
+	s.mu.Unlock()
+	s.Kick()
 }
 
 // Enqueue puts an approved PR in its base's queue and publishes
@@ -358,9 +447,12 @@ func (s *Service) work(ctx context.Context) {
 	}
 }
 
-// scan starts draining every queue that has a ready entry and whose lock
-// this replica can take.
+// scan settles pending approvals and starts draining every queue that has
+// a ready entry and whose lock this replica can take.
 func (s *Service) scan(ctx context.Context) error {
+	if err := s.settlePending(ctx); err != nil {
+		return err
+	}
 	ids, depth, err := s.q.queues(ctx)
 	if err != nil {
 		return err
