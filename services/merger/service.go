@@ -223,7 +223,7 @@ type Approval struct {
 // nothing: the event says who tried, and an operator watching the stream
 // sees it.
 func (s *Service) Enqueue(ctx context.Context, a Approval) error {
-	log := s.log.With("pr", a.PR.String(), "head", short(a.Head))
+	log := s.log.With("pr", a.PR.String(), "head", ghref.ShortSHA(a.Head))
 	if a.Head == "" {
 		log.Warn("approval without a head sha; not queued")
 		return nil
@@ -265,7 +265,7 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 		// still queued; any other moved head makes the approval stale.
 		cur, err := s.q.get(ctx, entryKey(a.PR, v.BaseRef))
 		if err != nil || cur.ApprovedHead != a.Head {
-			log.Info("stale approval: the head moved since; not queued, the poller re-evaluates", "current_head", short(v.HeadSHA))
+			log.Info("stale approval: the head moved since; not queued, the poller re-evaluates", "current_head", ghref.ShortSHA(v.HeadSHA))
 			return nil
 		}
 		st, again = cur, true

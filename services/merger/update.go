@@ -14,6 +14,7 @@ import (
 
 	gh "github.com/google/go-github/v66/github"
 
+	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 )
 
@@ -36,7 +37,7 @@ func (s *Service) update(ctx context.Context, st *stored, p *gh.PullRequest) (st
 		}
 		return s.awaitHead(ctx, st, from, func(head string) error {
 			if head != to {
-				return fmt.Errorf("%w: to %s, not prloop's rebase %s", errStaleHead, short(head), short(to))
+				return fmt.Errorf("%w: to %s, not prloop's rebase %s", errStaleHead, ghref.ShortSHA(head), ghref.ShortSHA(to))
 			}
 			return nil
 		})
@@ -52,7 +53,7 @@ func (s *Service) update(ctx context.Context, st *stored, p *gh.PullRequest) (st
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%w: to %s, which is not the merge of the base into %s prloop computes", errStaleHead, short(head), short(from))
+			return fmt.Errorf("%w: to %s, which is not the merge of the base into %s prloop computes", errStaleHead, ghref.ShortSHA(head), ghref.ShortSHA(from))
 		}
 		return nil
 	})
@@ -74,7 +75,7 @@ func (s *Service) awaitHead(ctx context.Context, st *stored, from string, accept
 			return head, nil
 		}
 		if s.d.Now().After(deadline) {
-			return "", fmt.Errorf("head of %s still %s %s after the branch update", st.PR, short(from), s.cfg.UpdateTimeout)
+			return "", fmt.Errorf("head of %s still %s %s after the branch update", st.PR, ghref.ShortSHA(from), s.cfg.UpdateTimeout)
 		}
 		if err := github.DefaultSleep(ctx, min(s.cfg.PollInterval, time.Second)); err != nil {
 			return "", err
@@ -98,7 +99,7 @@ func (s *Service) rebase(ctx context.Context, st *stored, p *gh.PullRequest) (st
 	if got, err := g.run(ctx, "rev-parse", "refs/prloop/head"); err != nil {
 		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
 	} else if got != from {
-		return "", fmt.Errorf("rebase %s: %w: branch %s is at %s", st.PR, errStaleHead, headRef, short(got))
+		return "", fmt.Errorf("rebase %s: %w: branch %s is at %s", st.PR, errStaleHead, headRef, ghref.ShortSHA(got))
 	}
 	if _, err := g.run(ctx, "checkout", "-q", "--detach", from); err != nil {
 		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
