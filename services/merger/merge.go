@@ -14,6 +14,7 @@ import (
 
 	gh "github.com/google/go-github/v66/github"
 
+	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
@@ -95,7 +96,7 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		log.Debug("merge decision", "action", d.Action, "why", d.Why, "head", ghref.ShortSHA(v.HeadSHA))
 		switch d.Action {
 		case ActWait:
-			if err := github.DefaultSleep(ctx, s.cfg.PollInterval); err != nil {
+			if err := ctxtime.Sleep(ctx, s.cfg.PollInterval); err != nil {
 				return err
 			}
 		case ActMerged:
@@ -365,7 +366,7 @@ func (s *Service) refused(ctx context.Context, st *stored, what string, err erro
 	if err := s.q.save(ctx, st); err != nil {
 		return true, s.saved(err)
 	}
-	return false, github.DefaultSleep(ctx, s.cfg.PollInterval)
+	return false, ctxtime.Sleep(ctx, s.cfg.PollInterval)
 }
 
 // isRefusal reports GitHub answers that a fresh look may explain: 405

@@ -50,6 +50,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
@@ -303,7 +304,7 @@ func (s *Service) verifyNew(ctx context.Context, a Approval, author string, log 
 		if err != nil || check.Approved || !anchor.IsZero() || s.d.Now().After(deadline) {
 			return check, anchor, err
 		}
-		if err := github.DefaultSleep(ctx, min(s.cfg.PollInterval, 250*time.Millisecond)); err != nil {
+		if err := ctxtime.Sleep(ctx, min(s.cfg.PollInterval, 250*time.Millisecond)); err != nil {
 			return check, anchor, err
 		}
 	}

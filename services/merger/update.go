@@ -14,6 +14,7 @@ import (
 
 	gh "github.com/google/go-github/v66/github"
 
+	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 )
@@ -77,7 +78,7 @@ func (s *Service) awaitHead(ctx context.Context, st *stored, from string, accept
 		if s.d.Now().After(deadline) {
 			return "", fmt.Errorf("head of %s still %s %s after the branch update", st.PR, ghref.ShortSHA(from), s.cfg.UpdateTimeout)
 		}
-		if err := github.DefaultSleep(ctx, min(s.cfg.PollInterval, time.Second)); err != nil {
+		if err := ctxtime.Sleep(ctx, min(s.cfg.PollInterval, time.Second)); err != nil {
 			return "", err
 		}
 	}
