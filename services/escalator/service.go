@@ -191,7 +191,7 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 		return err
 	}
 	lease, err := kvlease.Acquire(ctx, s.d.Claims, claimKey(r), s.d.Holder, kvlease.Options{
-		TTL: s.cfg.ClaimTTL, Now: s.d.Now, Note: "escalating " + r.PR.String() + " " + string(r.Reason),
+		TTL: s.cfg.ClaimTTL, Now: s.d.Now, Note: "escalating " + r.PR.String() + " " + string(r.Reason), Log: log,
 	})
 	if errors.Is(err, kvlease.ErrHeld) {
 		return fmt.Errorf("escalate %s (%s): %w", r.PR, r.Reason, errInProgress)
@@ -199,15 +199,8 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	if err != nil {
 		return fmt.Errorf("escalate %s (%s): %w", r.PR, r.Reason, err)
 	}
-	lctx, stop := lease.Keep(ctx)
-	defer func() {
-		stop()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := lease.Release(rctx); err != nil {
-			log.Warn("release escalation claim", "err", err)
-		}
-	}()
+	lctx, release := lease.Hold(ctx)
+	defer release()
 	// Someone may have finished between the first look and the claim.
 	if done, err := s.recorded(lctx, r); err != nil || done {
 		return err

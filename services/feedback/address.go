@@ -87,11 +87,11 @@ func (s *Service) address(ctx context.Context, req Request) (Result, error) {
 		log.Info("change request already handled; nothing to do", "outcome", rec.Outcome)
 		return Result{Outcome: OutcomeDuplicate, NewHead: rec.NewHead}, nil
 	}
-	lease, err := kvlease.Acquire(ctx, s.d.KV, leaseKey(req.PR), s.d.Holder, kvlease.Options{TTL: s.cfg.LeaseTTL, Note: req.Key()})
+	lease, err := kvlease.Acquire(ctx, s.d.KV, leaseKey(req.PR), s.d.Holder, kvlease.Options{TTL: s.cfg.LeaseTTL, Note: req.Key(), Log: log})
 	if err != nil {
 		return Result{}, fmt.Errorf("attempt on %s: %w", req.PR, err)
 	}
-	actx, stop := lease.Keep(ctx)
+	actx, release := lease.Hold(ctx)
 	context.AfterFunc(actx, func() {
 		if cause := context.Cause(actx); errors.Is(cause, kvlease.ErrLost) {
 			log.Warn("lease lost; stopping the attempt", "err", cause)
@@ -100,12 +100,7 @@ func (s *Service) address(ctx context.Context, req Request) (Result, error) {
 	a := &attempt{s: s, req: req, lease: lease, log: log}
 	res, err := a.run(actx)
 	cause := context.Cause(actx)
-	stop()
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	if rerr := lease.Release(rctx); rerr != nil {
-		log.Warn("release lease failed; it expires by itself", "err", rerr)
-	}
-	rcancel()
+	release()
 	if err != nil && cause != nil {
 		return res, fmt.Errorf("attempt on %s interrupted: %w", req.PR, cause)
 	}

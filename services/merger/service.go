@@ -388,7 +388,7 @@ func (s *Service) scan(ctx context.Context) error {
 			continue
 		}
 		lease, err := kvlease.Acquire(ctx, s.d.Queue, lockKey(id), s.d.Holder, kvlease.Options{
-			TTL: s.cfg.LockTTL, Now: s.d.Now, Note: "merging " + entries[0].PR.String(),
+			TTL: s.cfg.LockTTL, Now: s.d.Now, Note: "merging " + entries[0].PR.String(), Log: s.log.With("queue", id),
 		})
 		if errors.Is(err, kvlease.ErrHeld) {
 			continue
@@ -412,14 +412,9 @@ func (s *Service) scan(ctx context.Context) error {
 // the queue's lock; it stops when the queue is empty, its first entry must
 // wait, or the lock is lost.
 func (s *Service) drain(ctx context.Context, id string, lease *kvlease.Lease) {
-	lctx, stop := lease.Keep(ctx)
+	lctx, release := lease.Hold(ctx)
 	defer func() {
-		stop()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := lease.Release(rctx); err != nil {
-			s.log.Warn("release merge lock", "queue", id, "err", err)
-		}
-		cancel()
+		release()
 		s.mu.Lock()
 		delete(s.active, id)
 		s.mu.Unlock()
