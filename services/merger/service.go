@@ -105,10 +105,12 @@ type Deps struct {
 	// Holder names this replica in lock leases; default host, pid and a
 	// random suffix.
 	Holder string
-	// GitToken returns the credential for git over HTTPS (the rebase and
+	// GitToken returns the credential for git over HTTP(S) (the rebase and
 	// its push, the fetch that verifies a branch update), fresh for each
 	// use; nil fetches and pushes without one.
 	GitToken func(ctx context.Context) (github.Secret, error)
+	// GitBin is the git executable; default "git".
+	GitBin string
 	// Self is prloop's own GitHub login, whose review signals never count.
 	Self string
 	// Now is the clock; default time.Now.
