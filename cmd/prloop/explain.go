@@ -378,7 +378,7 @@ func printExplanation(w io.Writer, x explanation) error {
 	fmt.Fprintf(w, "%s: %s\n\nHistory (%d events)\n", x.PR, x.Line.Text, len(x.History))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, h := range x.History {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", h.Time.Local().Format("15:04:05"), h.Type, orDash(shortSHA(h.Head)), orDash(strings.Join(h.Who, ", ")), h.Detail)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", h.Time.Local().Format("15:04:05"), h.Type, orDash(ghref.ShortSHA(h.Head)), orDash(strings.Join(h.Who, ", ")), h.Detail)
 	}
 	tw.Flush()
 
@@ -389,7 +389,7 @@ func printExplanation(w io.Writer, x explanation) error {
 		if l.Draft {
 			draft = " (draft)"
 		}
-		fmt.Fprintf(tw, "  state\t%s%s, head %s into %s, mergeable state %s\n", l.State, draft, shortSHA(l.Head), l.Base, orDash(l.MergeableState))
+		fmt.Fprintf(tw, "  state\t%s%s, head %s into %s, mergeable state %s\n", l.State, draft, ghref.ShortSHA(l.Head), l.Base, orDash(l.MergeableState))
 		fmt.Fprintf(tw, "  label\t%s: %s\n", l.Label, map[bool]string{true: "present", false: "absent"}[l.LabelPresent])
 		fmt.Fprintf(tw, "  checks\tpending: %s; failed: %s\n", orNone(l.ChecksPending), orNone(l.ChecksFailed))
 	}

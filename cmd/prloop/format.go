@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 )
 
 // describe renders what an event says, in a few words, for one line.
 func describe(d events.Data) string {
-	short := shortSHA
+	short := ghref.ShortSHA
 	switch d := d.(type) {
 	case *events.WatchRequested:
 		return "watch requested" + when(d.Actor != "", " by "+d.Actor)

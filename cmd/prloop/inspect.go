@@ -191,7 +191,7 @@ func printStatus(w io.Writer, rows []statusRow, now time.Time) error {
 			sort.Strings(reasons)
 			esc = "yes: " + strings.Join(reasons, ",")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.PR.PR, status, shortSHA(r.HeadSHA), r.FixCycle, age, last, esc, r.Line.Text)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.PR.PR, status, ghref.ShortSHA(r.HeadSHA), r.FixCycle, age, last, esc, r.Line.Text)
 	}
 	return tw.Flush()
 }
@@ -238,13 +238,6 @@ func followBoard(ctx context.Context, js prstatus.Stream, stderr io.Writer, onAp
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-}
-
-func shortSHA(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }
 
 func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -104,6 +104,29 @@ func TestServiceBinaries_ShutDownOnSIGTERM(t *testing.T) {
 	}
 }
 
+// TestServiceBinaries_NeedNATSURL: a service binary started without
+// PRLOOP_NATS_URL exits non-zero saying so, instead of embedding a private
+// NATS server whose stream nobody else publishes to and that still passes
+// /readyz.
+func TestServiceBinaries_NeedNATSURL(t *testing.T) {
+	t.Parallel()
+	gh := startTestSim(t)
+	for _, name := range []string{poller.Name, feedback.Name, merger.Name, escalator.Name} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			bin := proctest.Build(t, "./services/"+name+"/cmd/"+name)
+			p := proctest.Start(t, bin, append(gh.env(),
+				"PRLOOP_NATS_URL=", "PRLOOP_DATA_DIR="+t.TempDir(), "PRLOOP_NATS_PORT=-1", "PRLOOP_HTTP_ADDR=127.0.0.1:0",
+			))
+			exited, err := p.Wait(20 * time.Second)
+			require.True(t, exited, "still running without PRLOOP_NATS_URL; stderr:\n%s", p.Stderr.String())
+			require.Error(t, err, "exit status")
+			assert.Contains(t, p.Stderr.String(), "PRLOOP_NATS_URL is not set")
+			assert.NotContains(t, p.Stderr.String(), "embedded nats ready")
+		})
+	}
+}
+
 // TestPrloopRun_EmbeddedNATSAndEmitTest runs the all-in-one binary with its
 // embedded NATS, publishes a test event with 'prloop emit-test' as a user
 // would, and sees it as a structured CloudEvent on pr.>.

@@ -202,22 +202,37 @@ func (rt *Runtime) ConsumerReady(durable string) func(ctx context.Context) error
 type BuildFunc func(ctx context.Context, rt *Runtime) ([]Service, error)
 
 // Main is a service binary's main: it runs Run with the process's signals
-// and exits non-zero with the error on stderr when Run fails.
+// and exits non-zero with the error on stderr when Run fails. A service
+// binary requires PRLOOP_NATS_URL (ErrNoNATSURL): only prloop run and demo
+// embed a server, and a service that embedded its own would consume a
+// private stream nobody else publishes to, yet pass /readyz.
 func Main(name string, cfg Config, build BuildFunc) {
-	if err := Run(context.Background(), name, cfg, os.Stderr, build); err != nil {
+	if err := run(context.Background(), name, cfg, os.Stderr, build, true); err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
 }
 
+// ErrNoNATSURL says a service binary was started without PRLOOP_NATS_URL.
+var ErrNoNATSURL = errors.New("PRLOOP_NATS_URL is not set")
+
 // Run loads cfg from the environment, starts the runtime and the services
 // build returns, and runs them until ctx is done, SIGINT or SIGTERM arrives,
-// or a service fails. It returns nil after a graceful shutdown.
+// or a service fails. It returns nil after a graceful shutdown. Without
+// PRLOOP_NATS_URL it embeds a NATS server (prloop run).
 func Run(ctx context.Context, name string, cfg Config, logOut io.Writer, build BuildFunc) error {
+	return run(ctx, name, cfg, logOut, build, false)
+}
+
+// run is Run; needURL refuses to embed a NATS server.
+func run(ctx context.Context, name string, cfg Config, logOut io.Writer, build BuildFunc, needURL bool) error {
 	if err := config.Load(cfg); err != nil {
 		return err
 	}
 	common := cfg.Shared()
+	if needURL && common.NATSURL == "" {
+		return fmt.Errorf("%w: the %s binary connects to the NATS server the other services share (e.g. PRLOOP_NATS_URL=nats://nats:4222); only prloop run and prloop demo embed one", ErrNoNATSURL, name)
+	}
 	log := logging.New(logOut, common.LogLevel, common.LogFormat).With("service", name)
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)

@@ -34,7 +34,8 @@ type Validator interface {
 // Common holds the settings every prloop service shares.
 type Common struct {
 	// NATSURL is the NATS server or cluster to use (e.g. nats://nats:4222).
-	// Empty starts an embedded NATS server with its data in DataDir.
+	// Empty makes prloop run and demo start an embedded NATS server with
+	// its data in DataDir; a service binary refuses to start without it.
 	NATSURL string `envconfig:"PRLOOP_NATS_URL"`
 	// NATSCredsFile is a NATS credentials file, when the server needs one.
 	NATSCredsFile string `envconfig:"PRLOOP_NATS_CREDS_FILE"`

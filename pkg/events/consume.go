@@ -14,6 +14,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prloop/prloop/pkg/ctxtime"
 )
 
 // Headers set on dead-lettered messages, besides the original ones.
@@ -234,7 +235,7 @@ func Consume(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfig, h Ha
 					}
 					if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 						log.Warn("fetch failed; retrying", "err", err)
-						sleepCtx(ctx, time.Second)
+						_ = ctxtime.Sleep(ctx, time.Second)
 					}
 					continue
 				}
@@ -499,13 +500,4 @@ func deadLetter(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.L
 		log.Warn("terminate failed", "err", err)
 	}
 	return HandledDeadLetter
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

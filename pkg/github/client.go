@@ -29,6 +29,7 @@ import (
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	gh "github.com/google/go-github/v66/github"
+	"github.com/prloop/prloop/pkg/ctxtime"
 )
 
 // Options are the hooks and knobs that are not configuration: tests inject a
@@ -42,7 +43,7 @@ type Options struct {
 	Transport http.RoundTripper
 	// Backoff returns the wait before retry n (1-based); default DefaultBackoff.
 	Backoff func(n int) time.Duration
-	// Sleep waits; default DefaultSleep. Tests record the durations instead.
+	// Sleep waits; default ctxtime.Sleep. Tests record the durations instead.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Now is the clock for rate-limit resets; default time.Now.
 	Now func() time.Time
@@ -134,7 +135,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 		c.backoff = DefaultBackoff
 	}
 	if c.sleep == nil {
-		c.sleep = DefaultSleep
+		c.sleep = ctxtime.Sleep
 	}
 	if c.now == nil {
 		c.now = time.Now

@@ -402,21 +402,6 @@ func DefaultBackoff(n int) time.Duration {
 	return d + rand.N(d/4+1)
 }
 
-// DefaultSleep waits for d or until ctx is done.
-func DefaultSleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	tm := time.NewTimer(d)
-	defer tm.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-tm.C:
-		return nil
-	}
-}
-
 // tokenTransport adds the token to requests for the API host only, so a
 // redirect elsewhere (archive downloads, a hostile Link header) never carries it.
 type tokenTransport struct {

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -33,10 +34,15 @@ var ErrLost = errors.New("lease lost")
 
 // KV is the part of jetstream.KeyValue leases use.
 type KV interface {
+	CASKV
+	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
+}
+
+// CASKV is the part of jetstream.KeyValue Update uses.
+type CASKV interface {
 	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
 	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
-	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
 }
 
 var _ KV = (jetstream.KeyValue)(nil)
@@ -98,6 +104,9 @@ type Options struct {
 	Note string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// Log receives what Hold's release cannot return: a failed release
+	// (the lease then expires by itself); default slog.Default().
+	Log *slog.Logger
 }
 
 // Lease is a held lease. Its methods are safe for concurrent use.
@@ -124,6 +133,9 @@ func Acquire(ctx context.Context, kv KV, key, holder string, opts Options) (*Lea
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
 	}
 	l := &Lease{kv: kv, key: key, holder: holder, opts: opts}
 	body, err := l.record()
@@ -281,6 +293,30 @@ func (l *Lease) Keep(ctx context.Context) (context.Context, func()) {
 		once.Do(func() { close(done) })
 		wg.Wait()
 		cancel(nil)
+	}
+}
+
+// releaseTimeout bounds Hold's release, which runs on a context detached
+// from the work's: a shutdown must still free the lease for the next
+// holder, but not hang on a server that is gone.
+const releaseTimeout = 5 * time.Second
+
+// Hold is the lifecycle of work under a held lease: it keeps the lease
+// (Keep) and returns the context to work in, cancelled with ErrLost as its
+// cause when the lease is lost, and release, which stops renewing and
+// releases the lease on a context detached from ctx, so that the lease is
+// freed even when ctx ended (a shutdown); a failed release is logged, and
+// the lease then expires by itself. Call release exactly once, when the
+// work is done (typically deferred).
+func (l *Lease) Hold(ctx context.Context) (context.Context, func()) {
+	kctx, stop := l.Keep(ctx)
+	return kctx, func() {
+		stop()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		defer cancel()
+		if err := l.Release(rctx); err != nil {
+			l.opts.Log.Warn("release lease failed; it expires by itself", "key", l.key, "err", err)
+		}
 	}
 }
 

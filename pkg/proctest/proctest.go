@@ -4,6 +4,7 @@ package proctest
 
 import (
 	"bytes"
+	"iter"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,17 +152,29 @@ func (p *Process) Exited() bool {
 // Zombies have an empty command line and never match.
 func WithMarker(marker string) []string {
 	var found []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(b, []byte(marker)) {
-			found = append(found, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+	for pid, b := range cmdlines() {
+		if bytes.Contains(b, []byte(marker)) {
+			found = append(found, pid+": "+strings.ReplaceAll(string(b), "\x00", " "))
 		}
 	}
 	return found
+}
+
+// cmdlines yields the host's processes' pids and command lines
+// (NUL-separated arguments), skipping those gone meanwhile.
+func cmdlines() iter.Seq2[string, []byte] {
+	return func(yield func(string, []byte) bool) {
+		entries, _ := os.ReadDir("/proc")
+		for _, e := range entries {
+			if _, err := strconv.Atoi(e.Name()); err != nil {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+			if err == nil && !yield(e.Name(), b) {
+				return
+			}
+		}
+	}
 }
 
 // RequireStopsGrowing proves nothing writes path any more: it exists and
@@ -185,4 +198,53 @@ func RequireStopsGrowing(t testing.TB, path string) {
 	for deadline := time.Now().Add(500 * time.Millisecond); time.Now().Before(deadline); <-tick.C {
 		require.Equal(t, before, size(), "%s still grows", path)
 	}
+}
+
+// ScanCmdlines reads every process's command line every few milliseconds
+// until the returned function is called, which reports the command lines
+// that contained a secret, and how many scans saw one naming marker: a
+// command line is visible to every user of the host, so a secret must
+// never be an argument. The marker proves the scan saw the processes it
+// was meant to.
+func ScanCmdlines(t testing.TB, marker string, secrets ...string) func() (hits []string, sawMarker int) {
+	t.Helper()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var hits []string
+	saw := 0
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			for _, cmdline := range cmdlines() {
+				mu.Lock()
+				if bytes.Contains(cmdline, []byte(marker)) {
+					saw++
+				}
+				for _, s := range secrets {
+					if bytes.Contains(cmdline, []byte(s)) {
+						hits = append(hits, string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+					}
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	var once sync.Once
+	stop := func() (h []string, n int) {
+		once.Do(func() { close(done); wg.Wait() })
+		mu.Lock()
+		defer mu.Unlock()
+		return hits, saw
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }

@@ -274,7 +274,7 @@ func (b *Board) Line(pr ghref.PR, o Options) Line {
 func line(p *PR, pos int, o Options) Line {
 	switch {
 	case p.Merged && p.MergeSHA != "":
-		return Line{Success, "merged as " + short(p.MergeSHA)}
+		return Line{Success, "merged as " + ghref.ShortSHA(p.MergeSHA)}
 	case p.Merged:
 		return Line{Success, "merged"}
 	case p.Closed:
@@ -344,13 +344,6 @@ func clip(l Line) Line {
 		l.Text = string(r) + "…"
 	}
 	return l
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }
 
 func firstNonEmpty(s ...string) string {

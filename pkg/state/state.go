@@ -221,43 +221,34 @@ var ErrNoChange = errors.New("no change")
 // effects: it may run more than once. It returns the stored record, or the
 // unchanged one when fn returns ErrNoChange.
 func (s *Store) Update(ctx context.Context, pr ghref.PR, fn func(*PR) error) (PR, error) {
-	key := Key(pr)
-	for attempt := 0; ; attempt++ {
-		cur, rev, err := s.Get(ctx, pr)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return PR{}, err
-		}
-		if rev == 0 {
-			cur = PR{PR: pr}
-		}
-		next := cur
-		next.Escalations = cloneMap(cur.Escalations)
-		if err := fn(&next); err != nil {
-			if errors.Is(err, ErrNoChange) {
-				return cur, nil
+	var cur, next PR
+	var fnErr error // fn's own or the decoding's, returned as it is
+	_, err := kvlease.Update(ctx, s.kv, Key(pr), 51, func(body []byte, rev uint64) ([]byte, error) {
+		cur = PR{PR: pr}
+		if rev != 0 {
+			cur = PR{}
+			if err := json.Unmarshal(body, &cur); err != nil {
+				fnErr = fmt.Errorf("decode state of %s (revision %d): %w", pr, rev, err)
+				return nil, fnErr
 			}
-			return cur, err
+		}
+		next = cur
+		next.Escalations = cloneMap(cur.Escalations)
+		if fnErr = fn(&next); fnErr != nil {
+			return nil, fnErr
 		}
 		next.UpdatedAt = s.now().UTC()
-		body, err := json.Marshal(next)
-		if err != nil {
-			return cur, fmt.Errorf("encode state of %s: %w", pr, err)
-		}
-		if rev == 0 {
-			_, err = s.kv.Create(ctx, key, body)
-		} else {
-			_, err = s.kv.Update(ctx, key, body, rev)
-		}
-		if err == nil {
-			return next, nil
-		}
-		if !kvlease.IsConflict(err) || attempt >= 50 {
-			return cur, fmt.Errorf("write state of %s: %w", pr, err)
-		}
-		if ctx.Err() != nil {
-			return cur, fmt.Errorf("write state of %s: %w", pr, ctx.Err())
-		}
+		return json.Marshal(next)
+	})
+	switch {
+	case errors.Is(fnErr, ErrNoChange):
+		return cur, nil
+	case fnErr != nil:
+		return cur, fnErr
+	case err != nil:
+		return cur, fmt.Errorf("write state of %s: %w", pr, err)
 	}
+	return next, nil
 }
 
 // List returns every recorded PR state.

@@ -238,7 +238,7 @@ func (p *Page) model(feed *Feed) model {
 		for _, pr := range prs {
 			l := b.Line(pr.PR, p.o.Line)
 			m.PRs = append(m.PRs, prRow{
-				Ref: pr.PR.String(), URL: p.url(pr.PR), Title: pr.Title, Head: short(pr.Head), State: string(l.State), Text: l.Text,
+				Ref: pr.PR.String(), URL: p.url(pr.PR), Title: pr.Title, Head: ghref.ShortSHA(pr.Head), State: string(l.State), Text: l.Text,
 				Last: string(pr.Last), Ago: ago(now, pr.LastAt),
 			})
 			k := qkey{pr.PR.RepoRef().Key(), pr.Base}
@@ -262,8 +262,6 @@ func (p *Page) model(feed *Feed) model {
 
 // url is the PR's html URL from its events, else the one GitHub would give.
 func (p *Page) url(pr ghref.PR) string { return pr.WithURL(p.o.WebBase).URL }
-
-func short(sha string) string { return sha[:min(7, len(sha))] }
 
 // since is how long ago t was, to the second ("3m12s").
 func since(now, t time.Time) string {

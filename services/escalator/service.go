@@ -198,7 +198,7 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 		return err
 	}
 	lease, err := kvlease.Acquire(ctx, s.d.Claims, claimKey(r), s.d.Holder, kvlease.Options{
-		TTL: s.cfg.ClaimTTL, Now: s.d.Now, Note: "escalating " + r.PR.String() + " " + string(r.Reason),
+		TTL: s.cfg.ClaimTTL, Now: s.d.Now, Note: "escalating " + r.PR.String() + " " + string(r.Reason), Log: log,
 	})
 	if errors.Is(err, kvlease.ErrHeld) {
 		return fmt.Errorf("escalate %s (%s): %w", r.PR, r.Reason, errInProgress)
@@ -206,15 +206,8 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	if err != nil {
 		return fmt.Errorf("escalate %s (%s): %w", r.PR, r.Reason, err)
 	}
-	lctx, stop := lease.Keep(ctx)
-	defer func() {
-		stop()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := lease.Release(rctx); err != nil {
-			log.Warn("release escalation claim", "err", err)
-		}
-	}()
+	lctx, release := lease.Hold(ctx)
+	defer release()
 	// Someone may have finished between the first look and the claim.
 	done, epoch, err := s.recorded(lctx, r)
 	if err != nil || done {

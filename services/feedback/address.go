@@ -74,7 +74,7 @@ func attemptOutcome(res Result, err error) string {
 }
 
 func (s *Service) address(ctx context.Context, req Request) (Result, error) {
-	log := s.d.Log.With("pr", req.PR.String(), "head", short(req.HeadSHA), "fix_cycle", req.FixCycle)
+	log := s.d.Log.With("pr", req.PR.String(), "head", ghref.EventSHA(req.HeadSHA), "fix_cycle", req.FixCycle)
 	if !shaRE.MatchString(req.HeadSHA) {
 		log.Warn("change request without a usable head SHA; ignored")
 		return Result{Outcome: OutcomeSkipped}, nil
@@ -87,11 +87,11 @@ func (s *Service) address(ctx context.Context, req Request) (Result, error) {
 		log.Info("change request already handled; nothing to do", "outcome", rec.Outcome)
 		return Result{Outcome: OutcomeDuplicate, NewHead: rec.NewHead}, nil
 	}
-	lease, err := kvlease.Acquire(ctx, s.d.KV, leaseKey(req.PR), s.d.Holder, kvlease.Options{TTL: s.cfg.LeaseTTL, Note: req.Key()})
+	lease, err := kvlease.Acquire(ctx, s.d.KV, leaseKey(req.PR), s.d.Holder, kvlease.Options{TTL: s.cfg.LeaseTTL, Note: req.Key(), Log: log})
 	if err != nil {
 		return Result{}, fmt.Errorf("attempt on %s: %w", req.PR, err)
 	}
-	actx, stop := lease.Keep(ctx)
+	actx, release := lease.Hold(ctx)
 	context.AfterFunc(actx, func() {
 		if cause := context.Cause(actx); errors.Is(cause, kvlease.ErrLost) {
 			log.Warn("lease lost; stopping the attempt", "err", cause)
@@ -100,12 +100,7 @@ func (s *Service) address(ctx context.Context, req Request) (Result, error) {
 	a := &attempt{s: s, req: req, lease: lease, log: log}
 	res, err := a.run(actx)
 	cause := context.Cause(actx)
-	stop()
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	if rerr := lease.Release(rctx); rerr != nil {
-		log.Warn("release lease failed; it expires by itself", "err", rerr)
-	}
-	rcancel()
+	release()
 	if err != nil && cause != nil {
 		return res, fmt.Errorf("attempt on %s interrupted: %w", req.PR, cause)
 	}
@@ -164,8 +159,8 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 		a.log.Info("PR carries the escalation label; a human has it, no agent runs", "label", s.cfg.EscalationLabel)
 		return a.skip(ctx, "the PR carries the label "+s.cfg.EscalationLabel)
 	case head != req.HeadSHA && !resuming:
-		a.log.Info("PR head moved since the change request; it is stale", "now", short(head))
-		return a.skip(ctx, "the head moved to "+short(head))
+		a.log.Info("PR head moved since the change request; it is stale", "now", ghref.EventSHA(head))
+		return a.skip(ctx, "the head moved to "+ghref.EventSHA(head))
 	}
 	if resuming && a.rec.FixCycle > 0 {
 		// The PR's state may count this change request's push already
@@ -248,7 +243,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		if err := a.save(ctx); err != nil {
 			return Result{}, err
 		}
-		logFile := filepath.Join(a.files, fmt.Sprintf("agent-%s-c%d-r%d.log", short(start), a.req.FixCycle, a.rec.Runs))
+		logFile := filepath.Join(a.files, fmt.Sprintf("agent-%s-c%d-r%d.log", ghref.EventSHA(start), a.req.FixCycle, a.rec.Runs))
 		a.logs = append(a.logs, logFile)
 		a.log.Info("running the agent", "run", a.rec.Runs, "of", s.cfg.AgentAttempts, "worktree", a.wt.Dir, "log", logFile)
 		began := time.Now()
@@ -390,7 +385,7 @@ func (a *attempt) prompt(ctx context.Context, st state.PR) (string, error) {
 		// The poller, which asked for the change, has no anchor for this
 		// head. The commit's dates are its author's to set and never
 		// decide which signals count: nothing to address.
-		a.log.Info("no anchor for the head in the poller's record", "recorded_head", short(st.HeadSHA))
+		a.log.Info("no anchor for the head in the poller's record", "recorded_head", ghref.EventSHA(st.HeadSHA))
 		return "", nil
 	}
 	sig, err := review.Gather(ctx, timeoutSource{s.d.GitHub}, pr, anchor)
@@ -467,7 +462,7 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 		} else if behind, err := a.git.IsAncestor(ctx, a.wt, result, remote); err != nil {
 			return fixResult{}, err
 		} else if !behind {
-			return fixResult{}, fmt.Errorf("local %s and the branch's %s diverged: %w", short(result), short(remote), ErrRewritten)
+			return fixResult{}, fmt.Errorf("local %s and the branch's %s diverged: %w", ghref.EventSHA(result), ghref.EventSHA(remote), ErrRewritten)
 		}
 	}
 	if target == start {
@@ -476,7 +471,7 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 	if ok, err := a.git.IsAncestor(ctx, a.wt, start, target); err != nil {
 		return fixResult{}, err
 	} else if !ok {
-		return fixResult{}, fmt.Errorf("%s does not descend from %s: %w", short(target), short(start), ErrRewritten)
+		return fixResult{}, fmt.Errorf("%s does not descend from %s: %w", ghref.EventSHA(target), ghref.EventSHA(start), ErrRewritten)
 	}
 	if !pushed {
 		at := a.s.d.Now()
@@ -495,7 +490,7 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 		return fixResult{}, err
 	}
 	at := a.s.d.Now()
-	a.log.Info("pushed the fix", "new_head", short(target))
+	a.log.Info("pushed the fix", "new_head", ghref.EventSHA(target))
 	a.rec.Phase, a.rec.PushedSHA, a.rec.PushedAt = PhasePushed, target, at
 	if err := a.save(ctx); err != nil {
 		return fixResult{}, err
@@ -518,7 +513,7 @@ func (a *attempt) awaitHead(ctx context.Context, want string) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("pushed %s to %s but GitHub shows head %s after %s", short(want), a.req.PR, short(got), pushVisibleWait)
+			return fmt.Errorf("pushed %s to %s but GitHub shows head %s after %s", ghref.EventSHA(want), a.req.PR, ghref.EventSHA(got), pushVisibleWait)
 		}
 		if err := a.s.sleep(ctx, wait); err != nil {
 			return err
@@ -569,7 +564,7 @@ func (a *attempt) addressed(ctx context.Context, res fixResult) (Result, error) 
 	_, dup, err := a.s.emit.Emit(ctx, &events.FeedbackAddressed{
 		Base: events.Base{PR: pr, HeadSHA: res.head}, PreviousHeadSHA: a.req.HeadSHA,
 		FixCycle: a.cycle + 1, PushedAt: res.pushedAt.UTC(), Actor: Name, Detail: a.detail(),
-	}, short(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle))
+	}, ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle))
 	if err != nil {
 		return Result{}, err
 	}
@@ -577,7 +572,7 @@ func (a *attempt) addressed(ctx context.Context, res fixResult) (Result, error) 
 	if err := a.save(ctx); err != nil {
 		return Result{}, err
 	}
-	a.log.Info("feedback addressed", "new_head", short(res.head), "new_fix_cycle", a.cycle+1, "duplicate", dup)
+	a.log.Info("feedback addressed", "new_head", ghref.EventSHA(res.head), "new_fix_cycle", a.cycle+1, "duplicate", dup)
 	return Result{Outcome: OutcomeAddressed, NewHead: res.head}, nil
 }
 
@@ -596,7 +591,7 @@ func (a *attempt) escalate(ctx context.Context, reason events.Reason, lastErr, d
 		Base: events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, Reason: reason, Severity: events.SeverityBlocking,
 		FixCycle: a.cycle, Detail: detail, LastError: lastErr,
 		HumanReviewRequired: reason == events.ReasonMaxFixCycles, Actor: Name,
-	}, string(reason), short(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), a.req.EventID)
+	}, string(reason), ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), a.req.EventID)
 	if err != nil {
 		return Result{}, err
 	}
@@ -676,13 +671,6 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }
 
 // timeoutSource gives each GitHub call Gather makes its own deadline.

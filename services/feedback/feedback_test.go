@@ -1,14 +1,11 @@
 package feedback_test
 
 import (
-	"bytes"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +30,7 @@ func TestFeedback_AgentCommitsAndPushes(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, per)
 			e.comment(e.pr, "main does nothing; print a greeting")
-			scan := scanCmdlines(t, "commit_push.sh", tokPrloop, basicHeader)
+			scan := proctest.ScanCmdlines(t, "commit_push.sh", tokPrloop, basicHeader)
 			cfg := e.config("commit_push.sh", func(c *feedback.Config) {
 				c.AgentCmd = "AGENT_SLEEP=0.3 " + c.AgentCmd
 			})
@@ -338,60 +335,6 @@ func assertGitAuthViaEnv(t *testing.T, log string) {
 		assert.Contains(t, env, "env:core.hooksPath=/dev/null", "hooks off for %s", args)
 	}
 	assert.Positive(t, network, "git commands that talked to the remote")
-}
-
-// scanCmdlines reads every process's command line every few milliseconds
-// until the returned function is called, which reports the command lines
-// that contained a secret, and how many scans saw one naming marker.
-func scanCmdlines(t *testing.T, marker string, secrets ...string) func() (hits []string, sawMarker int) {
-	t.Helper()
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var hits []string
-	saw := 0
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			entries, _ := os.ReadDir("/proc")
-			for _, d := range entries {
-				if _, err := strconv.Atoi(d.Name()); err != nil {
-					continue
-				}
-				cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
-				if err != nil {
-					continue
-				}
-				mu.Lock()
-				if bytes.Contains(cmdline, []byte(marker)) {
-					saw++
-				}
-				for _, s := range secrets {
-					if bytes.Contains(cmdline, []byte(s)) {
-						hits = append(hits, string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
-					}
-				}
-				mu.Unlock()
-			}
-		}
-	}()
-	var once sync.Once
-	stop := func() (h []string, n int) {
-		once.Do(func() { close(done); wg.Wait() })
-		mu.Lock()
-		defer mu.Unlock()
-		return hits, saw
-	}
-	t.Cleanup(func() { stop() })
-	return stop
 }
 
 // TestFeedback_AgentWorkflowChange_PushedOnlyWhenAllowed: commits that

@@ -3,12 +3,10 @@ package feedback
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -18,13 +16,8 @@ import (
 	"time"
 
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/gitx"
 	"github.com/prloop/prloop/pkg/sandbox"
-)
-
-// Timeouts of prloop's own git processes.
-const (
-	gitLocalTimeout   = 2 * time.Minute
-	gitNetworkTimeout = 10 * time.Minute
 )
 
 // Git runs prloop's own git processes on two sides of a wall.
@@ -75,115 +68,30 @@ var _ Sandbox = (*sandbox.Sandbox)(nil)
 var shaRE = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
 
 // ErrGit is wrapped by errors of git commands that ran and failed.
-var ErrGit = errors.New("git failed")
+var ErrGit = gitx.ErrGit
 
 // ErrUnusable is wrapped by errors about a PR prloop cannot check out as
 // GitHub describes it (clone URL, branch name, head): retrying is useless.
 var ErrUnusable = errors.New("cannot check the PR out")
-
-// hardening is configuration every prloop git command runs with. Config
-// from the environment outranks the repository's, so a worktree's
-// .git/config cannot undo it.
-var hardening = [][2]string{
-	{"core.hooksPath", os.DevNull},
-	{"core.fsmonitor", "false"},
-	{"core.alternateRefsCommand", ""},
-	{"commit.gpgsign", "false"},
-	{"tag.gpgsign", "false"},
-	{"protocol.allow", "never"},
-	{"protocol.https.allow", "always"},
-	{"protocol.http.allow", "always"},
-	{"protocol.file.allow", "always"},
-	{"transfer.fsckObjects", "true"},
-	{"credential.helper", ""},
-	{"http.proxy", ""},
-	{"core.sshCommand", "false"},
-}
-
-// hardeningEnv ignores system and global configuration and replacement
-// objects, and never asks anyone for a password.
-var hardeningEnv = []string{
-	"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull, "GIT_ATTR_NOSYSTEM=1",
-	"GIT_NO_REPLACE_OBJECTS=1", "GIT_TERMINAL_PROMPT=0",
-}
-
-// authScope is the URL prefix the auth header is limited to: scheme and
-// host for http(s) remotes, so git sends it nowhere else (submodules, LFS
-// or redirects elsewhere); the remote itself for others (file:// with the
-// simulator), where git never uses it.
-func authScope(remote string) string {
-	u, err := url.Parse(remote)
-	if err != nil || (u.Scheme != "https" && u.Scheme != "http") {
-		return remote
-	}
-	return u.Scheme + "://" + u.Host + "/"
-}
-
-// basicAuth is the header value git sends: GitHub accepts a token as the
-// password of the x-access-token user, for PATs and App tokens alike.
-func basicAuth(tok github.Secret) string {
-	return "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+tok.Reveal()))
-}
-
-// environ returns the environment of one git command; remote is "" for a
-// command that needs no credentials, and only mirror commands have one.
-func (g *Git) environ(ctx context.Context, remote string) ([]string, []string, error) {
-	cfg := append([][2]string(nil), hardening...)
-	var secrets []string
-	if remote != "" {
-		tok, err := g.Token(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		if tok != "" {
-			header := basicAuth(tok)
-			cfg = append(cfg, [2]string{"http." + authScope(remote) + ".extraHeader", header})
-			secrets = append(secrets, tok.Reveal(), strings.TrimPrefix(header, "Authorization: Basic "))
-		}
-	}
-	env := append(append([]string(nil), g.Env...), hardeningEnv...)
-	env = append(env, "GIT_CONFIG_COUNT="+strconv.Itoa(len(cfg)))
-	for i, kv := range cfg {
-		n := strconv.Itoa(i)
-		env = append(env, "GIT_CONFIG_KEY_"+n+"="+kv[0], "GIT_CONFIG_VALUE_"+n+"="+kv[1])
-	}
-	return env, secrets, nil
-}
 
 // mirrorGit runs git in prloop's mirror m and returns its trimmed stdout.
 // remote names the remote the command talks to ("" for local commands),
 // which is what gets the credentials. It runs as prloop's own process,
 // outside the sandbox: m holds nothing the agent wrote but fsck'd objects.
 func (g *Git) mirrorGit(ctx context.Context, m, remote string, args ...string) (string, error) {
-	timeout := gitLocalTimeout
-	if remote != "" {
-		timeout = gitNetworkTimeout
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	env, secrets, err := g.environ(ctx, remote)
-	if err != nil {
-		return "", fmt.Errorf("git %s: %w", args[0], err)
-	}
-	cmd := exec.CommandContext(ctx, g.Bin, args...)
-	cmd.Dir = "/"
-	if m != "" {
-		cmd.Args = append([]string{g.Bin, "--git-dir=" + m}, args...)
-		cmd.Dir = m
-	}
-	cmd.Env = env
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	return finish(cmd.Run(), args, &out, &errb, secrets)
+	return g.runner().Run(ctx, gitx.Cmd{Args: args, GitDir: m, Remote: remote})
 }
+
+// runner runs git as prloop's own process, with g's credentials.
+func (g *Git) runner() *gitx.Runner { return &gitx.Runner{Bin: g.Bin, Env: g.Env, Token: g.Token} }
 
 // worktreeGit runs a local git command in wt's directory inside the
 // sandbox, without credentials, seeing the mirror read-only and out (when
 // set) writable; it returns the trimmed stdout.
 func (g *Git) worktreeGit(ctx context.Context, wt Worktree, extraEnv []string, out string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, gitLocalTimeout)
+	ctx, cancel := context.WithTimeout(ctx, gitx.LocalTimeout)
 	defer cancel()
-	env, _, err := g.environ(ctx, "")
+	env, _, err := g.runner().Environ(ctx, "")
 	if err != nil {
 		return "", err
 	}
@@ -199,41 +107,7 @@ func (g *Git) worktreeGit(ctx context.Context, wt Worktree, extraEnv []string, o
 	if out != "" {
 		c.Writable = append(c.Writable, out)
 	}
-	return finish(g.Sandbox.Run(ctx, c), args, &stdout, &stderr, nil)
-}
-
-// finish turns a git command's end into its trimmed stdout or a
-// *gitError with its stderr, secrets redacted.
-func finish(err error, args []string, out, errb *bytes.Buffer, secrets []string) (string, error) {
-	if err != nil {
-		msg := strings.TrimSpace(errb.String())
-		for _, s := range secrets {
-			msg = strings.ReplaceAll(msg, s, "[REDACTED]")
-		}
-		return strings.TrimSpace(out.String()), &gitError{args: args, err: err, stderr: Truncate(msg, 2000)}
-	}
-	return strings.TrimSpace(out.String()), nil
-}
-
-type gitError struct {
-	args   []string
-	err    error
-	stderr string
-}
-
-func (e *gitError) Error() string {
-	return fmt.Sprintf("git %s: %v: %s", strings.Join(e.args, " "), e.err, e.stderr)
-}
-
-func (e *gitError) Unwrap() []error { return []error{ErrGit, e.err} }
-
-// exitCode is the exit status of a failed git command, or -1.
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
+	return gitx.Finish(g.Sandbox.Run(ctx, c), args, &stdout, &stderr, nil)
 }
 
 // Worktree is where the agent works on a PR, and prloop's mirror of it.
@@ -387,7 +261,7 @@ func (g *Git) HasCommit(ctx context.Context, wt Worktree, sha string) bool {
 // in the mirror.
 func (g *Git) IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error) {
 	_, err := g.mirrorGit(ctx, wt.Mirror, "", "merge-base", "--is-ancestor", a, b)
-	if err != nil && exitCode(err) == 1 {
+	if err != nil && gitx.ExitCode(err) == 1 {
 		return false, nil
 	}
 	return err == nil, err
@@ -440,7 +314,7 @@ func (g *Git) check(ctx context.Context, wt Worktree, start string) error {
 // b: only for choosing what to do with the worktree, never for trusting it.
 func (g *Git) worktreeIsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error) {
 	_, err := g.worktreeGit(ctx, wt, nil, "", "merge-base", "--is-ancestor", a, b)
-	if err != nil && exitCode(err) == 1 {
+	if err != nil && gitx.ExitCode(err) == 1 {
 		return false, nil
 	}
 	return err == nil, err

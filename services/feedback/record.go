@@ -165,12 +165,7 @@ func (rs records) put(ctx context.Context, pr ghref.PR, r Record, rev uint64) (u
 	if err != nil {
 		return 0, fmt.Errorf("encode feedback record of %s: %w", pr, err)
 	}
-	var next uint64
-	if rev == 0 {
-		next, err = rs.kv.Create(ctx, recordKey(pr), body)
-	} else {
-		next, err = rs.kv.Update(ctx, recordKey(pr), body, rev)
-	}
+	next, err := kvlease.Put(ctx, rs.kv, recordKey(pr), body, rev)
 	if err != nil {
 		return 0, fmt.Errorf("write feedback record of %s (revision %d): %w", pr, rev, err)
 	}

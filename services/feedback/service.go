@@ -36,6 +36,7 @@ import (
 	gh "github.com/google/go-github/v66/github"
 
 	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
@@ -179,7 +180,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 			Cmd: cfg.AgentCmd, Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes,
 			Sandbox: d.Sandbox,
 		},
-		sleep:    sleepCtx,
+		sleep:    ctxtime.Sleep,
 		worksDir: dir,
 	}
 	s.git = &Git{
@@ -245,15 +246,4 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	}
 	_, err := s.Address(ctx, Request{PR: d.PR, HeadSHA: d.HeadSHA, FixCycle: d.FixCycle, EventID: m.Event.ID()})
 	return err
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
 }

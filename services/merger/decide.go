@@ -9,6 +9,7 @@ import (
 	gh "github.com/google/go-github/v66/github"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 )
 
 // ChecksState is the verdict on a head's checks.
@@ -269,7 +270,7 @@ func Decide(in Input) Decision {
 		return Decision{Action: ActDrop, Reason: events.ReasonClosed, Why: "closed without merging"}
 	case pr.HeadSHA != in.Head:
 		return Decision{Action: ActDrop, Reason: events.ReasonStaleApproval,
-			Why: fmt.Sprintf("stale approval: head moved from %s to %s, which nobody approved and prloop did not make", short(in.Head), short(pr.HeadSHA))}
+			Why: fmt.Sprintf("stale approval: head moved from %s to %s, which nobody approved and prloop did not make", ghref.ShortSHA(in.Head), ghref.ShortSHA(pr.HeadSHA))}
 	case in.Base != "" && pr.BaseRef != in.Base:
 		return Decision{Action: ActRequeue, Why: fmt.Sprintf("base changed from %s to %s after approval", in.Base, pr.BaseRef)}
 	case !in.Approval.Approved:
@@ -297,12 +298,4 @@ func Decide(in Input) Decision {
 		return Decision{Action: ActWait, Why: "GitHub is computing mergeability"}
 	}
 	return Decision{Action: ActMerge, Why: "mergeable (" + pr.MergeableState + ")"}
-}
-
-// short abbreviates a SHA for messages.
-func short(sha string) string {
-	if len(sha) > 10 {
-		return sha[:10]
-	}
-	return sha
 }

@@ -46,6 +46,8 @@ type env struct {
 	emit  *events.Emitter
 	// reg holds the metrics of every replica.
 	reg *prometheus.Registry
+	// deps, when set, adjusts the dependencies of every replica started.
+	deps func(*merger.Deps)
 
 	mu sync.Mutex
 	// thumbs holds alice's 👍 per PR, so that approving again reuses it.
@@ -61,7 +63,13 @@ func newEnv(t *testing.T, maxPerPage ...int) *env {
 	if len(maxPerPage) > 0 {
 		per = maxPerPage[0]
 	}
-	w := simtest.Start(t, map[string]string{"main.go": "package main\n", "README.md": "# widgets\n"}, simtest.MaxPerPage(per))
+	return newEnvWith(t, simtest.MaxPerPage(per))
+}
+
+// newEnvWith builds the world with the simulator started with opts.
+func newEnvWith(t *testing.T, opts ...simtest.Option) *env {
+	t.Helper()
+	w := simtest.Start(t, map[string]string{"main.go": "package main\n", "README.md": "# widgets\n"}, opts...)
 	conn := natstest.Start(t)
 	store, err := state.Ensure(t.Context(), conn.JS, 1)
 	require.NoError(t, err)
@@ -103,10 +111,14 @@ func (e *env) start(cfg merger.Config, holder string, gh ...merger.GitHub) (stop
 	if len(gh) > 0 {
 		client = gh[0]
 	}
-	return apptest.Run(e.t, merger.New(cfg, merger.Deps{
+	d := merger.Deps{
 		GitHub: client, JS: conn.JS, Queue: kv, Store: store, Log: slog.New(slog.DiscardHandler), Holder: holder,
 		Self: simtest.Login, Metrics: metrics.NewMerger(e.reg),
-	}))
+	}
+	if e.deps != nil {
+		e.deps(&d)
+	}
+	return apptest.Run(e.t, merger.New(cfg, d))
 }
 
 // openPR pushes files to a new branch off main and opens a PR from it.

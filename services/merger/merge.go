@@ -14,7 +14,9 @@ import (
 
 	gh "github.com/google/go-github/v66/github"
 
+	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/state"
@@ -91,10 +93,10 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			PR: v, Head: st.Head, Base: st.Base, Approval: approval, RequireChecks: s.cfg.RequireChecks, Checks: checks,
 			Waited: s.d.Now().Sub(st.WaitingSince), ChecksTimeout: s.cfg.ChecksTimeout,
 		})
-		log.Debug("merge decision", "action", d.Action, "why", d.Why, "head", short(v.HeadSHA))
+		log.Debug("merge decision", "action", d.Action, "why", d.Why, "head", ghref.ShortSHA(v.HeadSHA))
 		switch d.Action {
 		case ActWait:
-			if err := github.DefaultSleep(ctx, s.cfg.PollInterval); err != nil {
+			if err := ctxtime.Sleep(ctx, s.cfg.PollInterval); err != nil {
 				return err
 			}
 		case ActMerged:
@@ -163,11 +165,11 @@ func (s *Service) adoptOwnUpdate(ctx context.Context, st *stored, p *gh.PullRequ
 			return err
 		}
 		if own {
-			log.Info("resuming after prloop's own branch update", "from", short(st.Head), "to", short(head))
+			log.Info("resuming after prloop's own branch update", "from", ghref.ShortSHA(st.Head), "to", ghref.ShortSHA(head))
 			return s.recordUpdate(ctx, st, head, log)
 		}
 		log.Warn("the head moved during prloop's branch update, but not to the head prloop would have made; the approval does not carry over",
-			"from", short(st.Head), "to", short(head))
+			"from", ghref.ShortSHA(st.Head), "to", ghref.ShortSHA(head))
 	}
 	st.UpdatingFrom, st.UpdatingTo = "", ""
 	return s.q.save(ctx, st)
@@ -182,7 +184,7 @@ func (s *Service) adoptApprovedHead(ctx context.Context, st *stored, head, autho
 	if err != nil || !check.Approved {
 		return err
 	}
-	log.Info("the head moved to one approved in its own right; going on with it", "from", short(st.Head), "to", short(head), "approvers", check.Approvers)
+	log.Info("the head moved to one approved in its own right; going on with it", "from", ghref.ShortSHA(st.Head), "to", ghref.ShortSHA(head), "approvers", check.Approvers)
 	st.ApprovedHead, st.Head, st.Anchor, st.Approvers = head, head, anchor, check.Approvers
 	st.WaitingSince, st.MergingHead, st.Refusals = s.d.Now(), "", 0
 	return s.q.save(ctx, st)
@@ -221,7 +223,7 @@ func (s *Service) recordUpdate(ctx context.Context, st *stored, head string, log
 		p.MergeUpdatedHeadSHA = head
 		return nil
 	}); err != nil {
-		log.Warn("cannot record prloop's branch update in the PR's state", "head", short(head), "err", err)
+		log.Warn("cannot record prloop's branch update in the PR's state", "head", ghref.ShortSHA(head), "err", err)
 	}
 	return nil
 }
@@ -294,7 +296,7 @@ func (s *Service) updateBranch(ctx context.Context, st *stored, p *gh.PullReques
 	if err := s.q.save(ctx, st); err != nil {
 		return true, s.saved(err)
 	}
-	log.Info("updating the branch with its base", "method", s.cfg.UpdateMethod, "head", short(from))
+	log.Info("updating the branch with its base", "method", s.cfg.UpdateMethod, "head", ghref.ShortSHA(from))
 	head, err := s.update(ctx, st, p)
 	if err != nil {
 		// Whatever went wrong, the pending update must not vouch for a
@@ -315,7 +317,7 @@ func (s *Service) updateBranch(ctx context.Context, st *stored, p *gh.PullReques
 	case err != nil:
 		return true, s.retryLater(ctx, st, err, log)
 	}
-	log.Info("branch updated; waiting for the new head's checks", "from", short(from), "to", short(head))
+	log.Info("branch updated; waiting for the new head's checks", "from", ghref.ShortSHA(from), "to", ghref.ShortSHA(head))
 	if err := s.recordUpdate(ctx, st, head, log); err != nil {
 		return true, s.saved(err)
 	}
@@ -364,7 +366,7 @@ func (s *Service) refused(ctx context.Context, st *stored, what string, err erro
 	if err := s.q.save(ctx, st); err != nil {
 		return true, s.saved(err)
 	}
-	return false, github.DefaultSleep(ctx, s.cfg.PollInterval)
+	return false, ctxtime.Sleep(ctx, s.cfg.PollInterval)
 }
 
 // isRefusal reports GitHub answers that a fresh look may explain: 405
@@ -389,7 +391,7 @@ func (s *Service) merged(ctx context.Context, st stored, p *gh.PullRequest, merg
 	}, head); err != nil {
 		return err
 	}
-	log.Info("merged", "head", short(head), "merge_sha", mergeSHA, "method", s.cfg.MergeMethod)
+	log.Info("merged", "head", ghref.ShortSHA(head), "merge_sha", mergeSHA, "method", s.cfg.MergeMethod)
 	if s.cfg.DeleteBranch {
 		s.deleteHead(ctx, st, p, log)
 	}

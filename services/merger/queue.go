@@ -320,41 +320,35 @@ func (q queue) keys(ctx context.Context, filter string) ([]string, error) {
 // it was already queued.
 func (q queue) enqueue(ctx context.Context, e Entry) (stored, bool, error) {
 	key := entryKey(e.PR, e.Base)
-	body, err := json.Marshal(e)
-	if err != nil {
-		return stored{}, false, fmt.Errorf("encode queue entry for %s: %w", e.PR, err)
-	}
-	for range 10 {
-		cur, err := q.get(ctx, key)
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
-			rev, err := q.kv.Create(ctx, key, body)
-			if kvlease.IsConflict(err) {
-				continue
+	var queued *stored // the entry already there for this approval
+	rev, err := kvlease.Update(ctx, q.kv, key, 10, func(body []byte, rev uint64) ([]byte, error) {
+		queued = nil
+		if rev != 0 {
+			var cur Entry
+			if err := json.Unmarshal(body, &cur); err != nil {
+				return nil, fmt.Errorf("decode queue entry %s: %w", key, err)
 			}
-			if err != nil {
-				return stored{}, false, fmt.Errorf("queue %s: %w", e.PR, err)
+			if cur.ApprovedHead == e.ApprovedHead || cur.Head == e.ApprovedHead {
+				queued = &stored{Entry: cur, key: key, rev: rev}
+				return nil, kvlease.ErrUnchanged
 			}
-			return stored{Entry: e, key: key, rev: rev}, false, nil
-		case err != nil:
-			return stored{}, false, fmt.Errorf("queue %s: %w", e.PR, err)
-		case cur.ApprovedHead == e.ApprovedHead || cur.Head == e.ApprovedHead:
-			return cur, true, nil
+			e.SeenChecks = union(e.SeenChecks, cur.SeenChecks)
 		}
-		e.SeenChecks = union(e.SeenChecks, cur.SeenChecks)
-		if body, err = json.Marshal(e); err != nil {
-			return stored{}, false, fmt.Errorf("encode queue entry for %s: %w", e.PR, err)
-		}
-		rev, err := q.kv.Update(ctx, key, body, cur.rev)
-		if kvlease.IsConflict(err) {
-			continue
-		}
+		body, err := json.Marshal(e)
 		if err != nil {
-			return stored{}, false, fmt.Errorf("re-queue %s: %w", e.PR, err)
+			return nil, fmt.Errorf("encode queue entry for %s: %w", e.PR, err)
 		}
-		return stored{Entry: e, key: key, rev: rev}, false, nil
+		return body, nil
+	})
+	switch {
+	case queued != nil:
+		return *queued, true, nil
+	case errors.Is(err, kvlease.ErrContended):
+		return stored{}, false, fmt.Errorf("queue %s: %w too often", e.PR, errReplaced)
+	case err != nil:
+		return stored{}, false, fmt.Errorf("queue %s: %w", e.PR, err)
 	}
-	return stored{}, false, fmt.Errorf("queue %s: %w too often", e.PR, errReplaced)
+	return stored{Entry: e, key: key, rev: rev}, false, nil
 }
 
 // position is the 1-based place of the entry with seq in its queue: 1 is

@@ -60,6 +60,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
@@ -114,10 +115,12 @@ type Deps struct {
 	// Holder names this replica in lock leases; default host, pid and a
 	// random suffix.
 	Holder string
-	// GitToken returns the credential for git over HTTPS (the rebase and
+	// GitToken returns the credential for git over HTTP(S) (the rebase and
 	// its push, the fetch that verifies a branch update), fresh for each
 	// use; nil fetches and pushes without one.
 	GitToken func(ctx context.Context) (github.Secret, error)
+	// GitBin is the git executable; default "git".
+	GitBin string
 	// Self is prloop's own GitHub login, whose review signals never count.
 	Self string
 	// Now is the clock; default time.Now.
@@ -312,7 +315,7 @@ func (s *Service) unclaim(id string) {
 // nothing: the event says who tried, and an operator watching the stream
 // sees it.
 func (s *Service) Enqueue(ctx context.Context, a Approval) error {
-	log := s.log.With("pr", a.PR.String(), "head", short(a.Head))
+	log := s.log.With("pr", a.PR.String(), "head", ghref.ShortSHA(a.Head))
 	if a.Head == "" {
 		log.Warn("approval without a head sha; not queued")
 		return nil
@@ -354,7 +357,7 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 		// still queued; any other moved head makes the approval stale.
 		cur, err := s.q.get(ctx, entryKey(a.PR, v.BaseRef))
 		if err != nil || cur.ApprovedHead != a.Head {
-			log.Info("stale approval: the head moved since; not queued, the poller re-evaluates", "current_head", short(v.HeadSHA))
+			log.Info("stale approval: the head moved since; not queued, the poller re-evaluates", "current_head", ghref.ShortSHA(v.HeadSHA))
 			return nil
 		}
 		st, again = cur, true
@@ -392,7 +395,7 @@ func (s *Service) verifyNew(ctx context.Context, a Approval, author string, log 
 		if err != nil || check.Approved || !anchor.IsZero() || s.d.Now().After(deadline) {
 			return check, anchor, err
 		}
-		if err := github.DefaultSleep(ctx, min(s.cfg.PollInterval, 250*time.Millisecond)); err != nil {
+		if err := ctxtime.Sleep(ctx, min(s.cfg.PollInterval, 250*time.Millisecond)); err != nil {
 			return check, anchor, err
 		}
 	}
@@ -479,7 +482,7 @@ func (s *Service) scan(ctx context.Context) error {
 			continue
 		}
 		lease, err := kvlease.Acquire(ctx, s.d.Queue, lockKey(id), s.d.Holder, kvlease.Options{
-			TTL: s.cfg.LockTTL, Now: s.d.Now, Note: "merging " + entries[0].PR.String(),
+			TTL: s.cfg.LockTTL, Now: s.d.Now, Note: "merging " + entries[0].PR.String(), Log: s.log.With("queue", id),
 		})
 		if errors.Is(err, kvlease.ErrHeld) {
 			continue
@@ -503,14 +506,9 @@ func (s *Service) scan(ctx context.Context) error {
 // the queue's lock; it stops when the queue is empty, its first entry must
 // wait, or the lock is lost.
 func (s *Service) drain(ctx context.Context, id string, lease *kvlease.Lease) {
-	lctx, stop := lease.Keep(ctx)
+	lctx, release := lease.Hold(ctx)
 	defer func() {
-		stop()
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := lease.Release(rctx); err != nil {
-			s.log.Warn("release merge lock", "queue", id, "err", err)
-		}
-		cancel()
+		release()
 		s.mu.Lock()
 		delete(s.active, id)
 		s.mu.Unlock()

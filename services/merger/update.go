@@ -1,20 +1,18 @@
 package merger
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	gh "github.com/google/go-github/v66/github"
 
-	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/ctxtime"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/gitx"
 )
 
 var (
@@ -36,7 +34,7 @@ func (s *Service) update(ctx context.Context, st *stored, p *gh.PullRequest) (st
 		}
 		return s.awaitHead(ctx, st, from, func(head string) error {
 			if head != to {
-				return fmt.Errorf("%w: to %s, not prloop's rebase %s", errStaleHead, short(head), short(to))
+				return fmt.Errorf("%w: to %s, not prloop's rebase %s", errStaleHead, ghref.ShortSHA(head), ghref.ShortSHA(to))
 			}
 			return nil
 		})
@@ -52,7 +50,7 @@ func (s *Service) update(ctx context.Context, st *stored, p *gh.PullRequest) (st
 			return err
 		}
 		if !ok {
-			return fmt.Errorf("%w: to %s, which is not the merge of the base into %s prloop computes", errStaleHead, short(head), short(from))
+			return fmt.Errorf("%w: to %s, which is not the merge of the base into %s prloop computes", errStaleHead, ghref.ShortSHA(head), ghref.ShortSHA(from))
 		}
 		return nil
 	})
@@ -74,9 +72,9 @@ func (s *Service) awaitHead(ctx context.Context, st *stored, from string, accept
 			return head, nil
 		}
 		if s.d.Now().After(deadline) {
-			return "", fmt.Errorf("head of %s still %s %s after the branch update", st.PR, short(from), s.cfg.UpdateTimeout)
+			return "", fmt.Errorf("head of %s still %s %s after the branch update", st.PR, ghref.ShortSHA(from), s.cfg.UpdateTimeout)
 		}
-		if err := github.DefaultSleep(ctx, min(s.cfg.PollInterval, time.Second)); err != nil {
+		if err := ctxtime.Sleep(ctx, min(s.cfg.PollInterval, time.Second)); err != nil {
 			return "", err
 		}
 	}
@@ -98,7 +96,7 @@ func (s *Service) rebase(ctx context.Context, st *stored, p *gh.PullRequest) (st
 	if got, err := g.run(ctx, "rev-parse", "refs/prloop/head"); err != nil {
 		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
 	} else if got != from {
-		return "", fmt.Errorf("rebase %s: %w: branch %s is at %s", st.PR, errStaleHead, headRef, short(got))
+		return "", fmt.Errorf("rebase %s: %w: branch %s is at %s", st.PR, errStaleHead, headRef, ghref.ShortSHA(got))
 	}
 	if _, err := g.run(ctx, "checkout", "-q", "--detach", from); err != nil {
 		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
@@ -115,7 +113,7 @@ func (s *Service) rebase(ctx context.Context, st *stored, p *gh.PullRequest) (st
 	if err := s.q.save(ctx, st); err != nil {
 		return "", err
 	}
-	_, err = g.run(ctx, "push", "-q", "--force-with-lease=refs/heads/"+headRef+":"+from, headURL, "HEAD:refs/heads/"+headRef)
+	_, err = g.remote(ctx, headURL, "push", "-q", "--force-with-lease=refs/heads/"+headRef+":"+from, headURL, "HEAD:refs/heads/"+headRef)
 	if err != nil {
 		if strings.Contains(err.Error(), "stale info") || strings.Contains(err.Error(), "rejected") {
 			return "", fmt.Errorf("push rebased %s: %w: %v", st.PR, errStaleHead, err)
@@ -134,25 +132,18 @@ func (s *Service) fetch(ctx context.Context, st *stored, p *gh.PullRequest) (git
 	if baseURL == "" || headURL == "" || baseRef == "" || headRef == "" {
 		return gitCmd{}, nil, fmt.Errorf("fetch %s: GitHub did not say where its branches live", st.PR)
 	}
-	var tok github.Secret
-	if s.d.GitToken != nil {
-		var err error
-		if tok, err = s.d.GitToken(ctx); err != nil {
-			return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
-		}
-	}
 	dir, err := os.MkdirTemp("", "prloop-merger-")
 	if err != nil {
 		return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
 	}
 	done := func() { _ = os.RemoveAll(dir) }
-	g := gitCmd{dir: dir, env: gitEnv(dir, tok, baseURL, headURL)}
-	for _, args := range [][]string{
-		{"init", "-q"},
-		{"fetch", "-q", "--no-tags", baseURL, "+refs/heads/" + baseRef + ":refs/prloop/base"},
-		{"fetch", "-q", "--no-tags", headURL, "+refs/heads/" + headRef + ":refs/prloop/head"},
-	} {
-		if _, err := g.run(ctx, args...); err != nil {
+	g := gitCmd{dir: dir, r: &gitx.Runner{Bin: s.d.GitBin, Env: gitEnv(dir), Token: s.d.GitToken}}
+	if _, err := g.run(ctx, "init", "-q"); err != nil {
+		done()
+		return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
+	}
+	for _, f := range []struct{ url, ref, to string }{{baseURL, baseRef, "base"}, {headURL, headRef, "head"}} {
+		if _, err := g.remote(ctx, f.url, "fetch", "-q", "--no-tags", f.url, "+refs/heads/"+f.ref+":refs/prloop/"+f.to); err != nil {
 			done()
 			return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
 		}
@@ -182,7 +173,7 @@ func (g gitCmd) isMergeOf(ctx context.Context, head, from string) (bool, error) 
 		return false, err
 	}
 	out, err := g.run(ctx, "merge-tree", "--write-tree", from, ps[2])
-	if exitCode(err) == 1 {
+	if gitx.ExitCode(err) == 1 {
 		return false, nil // the two conflict: no merge prloop would make
 	}
 	if err != nil {
@@ -196,67 +187,40 @@ func (g gitCmd) isMergeOf(ctx context.Context, head, from string) (bool, error) 
 	return tree == strings.TrimSpace(want), nil
 }
 
-// gitEnv is a hermetic environment for git: no system or user config, no
-// prompts, prloop as committer, and for HTTPS remotes the token as an
-// extra header scoped to their host (never in a URL or an argument).
-func gitEnv(dir string, tok github.Secret, remotes ...string) []string {
-	env := []string{
-		"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
+// gitEnv is the base environment of the merger's git in the scratch
+// repository dir (gitx adds the hardening and, for a fetch or push, the
+// credential): no user config, prloop as committer.
+func gitEnv(dir string) []string {
+	return []string{
+		"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "LC_ALL=C",
 		"GIT_COMMITTER_NAME=prloop", "GIT_COMMITTER_EMAIL=prloop@users.noreply.github.com",
 		"GIT_AUTHOR_NAME=prloop", "GIT_AUTHOR_EMAIL=prloop@users.noreply.github.com",
 	}
-	cfg := [][2]string{{"commit.gpgsign", "false"}, {"core.hooksPath", os.DevNull}, {"advice.detachedHead", "false"}}
-	if t := tok.Reveal(); t != "" {
-		auth := "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+t))
-		seen := map[string]bool{}
-		for _, r := range remotes {
-			u, err := url.Parse(r)
-			if err != nil || u.Scheme != "https" || seen[u.Host] {
-				continue
-			}
-			seen[u.Host] = true
-			cfg = append(cfg, [2]string{"http.https://" + u.Host + "/.extraheader", auth})
-		}
-	}
-	env = append(env, fmt.Sprintf("GIT_CONFIG_COUNT=%d", len(cfg)))
-	for i, kv := range cfg {
-		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
-	}
-	return env
 }
 
-// gitCmd runs git in one directory with one environment.
+// gitCmd runs git in one scratch repository.
 type gitCmd struct {
 	dir string
-	env []string
+	r   *gitx.Runner
 }
 
-// run runs git and returns its trimmed stdout; the error carries stderr.
+// run runs a local git command and returns its trimmed stdout; the error
+// carries stderr.
 func (g gitCmd) run(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, "git", args...)
-	cmd.Dir, cmd.Env = g.dir, g.env
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("git %s: %w: %s", args[0], err, strings.TrimSpace(errOut.String()))
-	}
-	return strings.TrimSpace(out.String()), nil
+	return g.r.Run(ctx, gitx.Cmd{Args: args, Dir: g.dir})
+}
+
+// remote runs a git command that talks to remote: only it gets the
+// credential.
+func (g gitCmd) remote(ctx context.Context, remote string, args ...string) (string, error) {
+	return g.r.Run(ctx, gitx.Cmd{Args: args, Dir: g.dir, Remote: remote})
 }
 
 // ok runs git for its exit status: true on 0, false on 1, an error otherwise.
 func (g gitCmd) ok(ctx context.Context, args ...string) (bool, error) {
 	_, err := g.run(ctx, args...)
-	if exitCode(err) == 1 {
+	if gitx.ExitCode(err) == 1 {
 		return false, nil
 	}
 	return err == nil, err
-}
-
-// exitCode is the exit status of a git that ran and failed, -1 otherwise.
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return -1
 }

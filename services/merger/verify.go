@@ -51,7 +51,7 @@ func CheckApproval(sig review.Signals, in ApprovalInput, pol review.Policy, auth
 	}
 	v := review.Evaluate(sig, review.Head{SHA: in.ApprovedHead, Anchor: anchor, Author: in.Author}, pol, authorized)
 	if v.Status != events.StatusApproved {
-		why := fmt.Sprintf("GitHub shows no approval of %s by an authorized reviewer (review status %s)", short(in.ApprovedHead), v.Status)
+		why := fmt.Sprintf("GitHub shows no approval of %s by an authorized reviewer (review status %s)", ghref.ShortSHA(in.ApprovedHead), v.Status)
 		if in.Anchor.IsZero() {
 			why += "; reactions and comments cannot count: prloop has not recorded when the head was first seen"
 		}
@@ -60,7 +60,7 @@ func CheckApproval(sig review.Signals, in ApprovalInput, pol review.Policy, auth
 	if in.Head != "" && in.Head != in.ApprovedHead {
 		cur := review.Evaluate(sig, review.Head{SHA: in.Head, Anchor: anchor, Author: in.Author}, pol, authorized)
 		if cur.Status == events.StatusChangesRequested {
-			return ApprovalCheck{Why: fmt.Sprintf("%s asked for changes on %s, which prloop made from the approved %s", cur.Actor, short(in.Head), short(in.ApprovedHead))}
+			return ApprovalCheck{Why: fmt.Sprintf("%s asked for changes on %s, which prloop made from the approved %s", cur.Actor, ghref.ShortSHA(in.Head), ghref.ShortSHA(in.ApprovedHead))}
 		}
 	}
 	return ApprovalCheck{Approved: true, Approvers: v.Approvers}

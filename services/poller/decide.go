@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -122,7 +123,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	suppressed := status == events.StatusChangesRequested && next.FeedbackHeadSHA == next.HeadSHA
 	if status != next.Status && !suppressed {
 		next.Transitions++
-		parts := []string{short(next.HeadSHA), strconv.Itoa(next.Transitions)}
+		parts := []string{ghref.EventSHA(next.HeadSHA), strconv.Itoa(next.Transitions)}
 		switch status {
 		case events.StatusApproved:
 			out = append(out, Emit{Data: &events.ReviewApproved{Base: base, Status: status, Actor: v.Actor, Approvers: v.Approvers}, Parts: parts})
@@ -150,7 +151,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		out = append(out, Emit{Data: &events.EscalationRequested{
 			Base: base, Reason: events.ReasonReviewWorkflowFailed, Severity: events.SeverityBlocking,
 			FixCycle: next.FixCycle, Detail: describeFailures(v.Quorum.Failed), HumanReviewRequired: true, Actor: "poller",
-		}, Parts: []string{short(next.HeadSHA), events.EpochPart(next.Epoch)}})
+		}, Parts: []string{ghref.EventSHA(next.HeadSHA), events.EpochPart(next.Epoch)}})
 	}
 	out = append(out, timeout(&next, obs.Now, tm)...)
 	return Decision{Emits: out, Next: next}
@@ -237,11 +238,4 @@ func authors(items []review.Item) []string {
 		}
 	}
 	return out
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }

@@ -303,7 +303,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		release()
 		return s.evaluateFetched(ctx, rw, pr, log)
 	case holdsNewHead(cur, head):
-		log.Debug("new head held back until the change request on the old one ends", "head", short(head), "addressing", short(cur.HeadSHA))
+		log.Debug("new head held back until the change request on the old one ends", "head", ghref.EventSHA(head), "addressing", ghref.EventSHA(cur.HeadSHA))
 		return nil
 	case is != nil && supersededByOwnPush(cur, head):
 		// A list read before prloop's push, evaluated after the feedback
@@ -403,7 +403,7 @@ func (s *Service) apply(ctx context.Context, rw *repoWatch, pr ghref.PR, log *sl
 			dec.Next.LastEventID, dec.Next.LastEventType, dec.Next.LastEventAt = ev.ID(), events.Type(ev.Type()), ev.Time()
 			if !dup {
 				s.d.Metrics.Transition(events.Type(ev.Type()))
-				log.Info("published", "type", ev.Type(), "id", ev.ID(), "head", short(dec.Next.HeadSHA))
+				log.Info("published", "type", ev.Type(), "id", ev.ID(), "head", ghref.EventSHA(dec.Next.HeadSHA))
 			}
 		}
 		*p = dec.Next
@@ -469,7 +469,7 @@ func (s *Service) closed(ctx context.Context, rw *repoWatch, pr ghref.PR, log *s
 		}
 		return Decision{Next: next, Emits: []Emit{{
 			Data:  &events.Closed{Base: events.Base{PR: next.PR, HeadSHA: next.HeadSHA}, Merged: merged, Actor: actor},
-			Parts: []string{short(next.HeadSHA), strconv.Itoa(next.Transitions)},
+			Parts: []string{ghref.EventSHA(next.HeadSHA), strconv.Itoa(next.Transitions)},
 		}}}
 	})
 }

@@ -37,6 +37,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
@@ -249,12 +250,12 @@ func measure(ctx context.Context, o options, root, name string, realInterval tim
 
 	// Idle: nobody does anything for a few intervals. One interval passes
 	// first, so the tick in flight at the end of warm-up is not counted.
-	if err := sleepCtx(ctx, realInterval); err != nil {
+	if err := ctxtime.Sleep(ctx, realInterval); err != nil {
 		return res, err
 	}
 	w.sim.ResetStats()
 	idleStart := time.Now()
-	if err := sleepCtx(ctx, time.Duration(o.idleTicks)*realInterval); err != nil {
+	if err := ctxtime.Sleep(ctx, time.Duration(o.idleTicks)*realInterval); err != nil {
 		return res, err
 	}
 	idle := w.sim.Stats()
@@ -285,16 +286,6 @@ func measure(ctx context.Context, o options, root, name string, realInterval tim
 	res.rssMB = peakRSS(cmd.Process.Pid)
 	fmt.Printf("[%s] activity: %d changes in %s: %d primary, %d requests; peak RSS %.0f MB\n", name, len(lat), actDur.Round(time.Millisecond), act.Counted, act.Total, res.rssMB)
 	return res, nil
-}
-
-// sleepCtx waits d, the bench's measuring window, unless ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }
 
 func activity(ctx context.Context, w *world, lifecycles int, interval time.Duration) ([]time.Duration, error) {
