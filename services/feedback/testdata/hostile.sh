@@ -67,6 +67,13 @@ fi
 #    outlive the run and keep editing the worktree.
 setsid sh -c "while :; do echo \$\$ >>'$RECORD_DIR/beat'; sleep 0.05; done # $MARKER" </dev/null >/dev/null 2>&1 &
 ( setsid sh -c "sleep 300 # $MARKER" </dev/null >/dev/null 2>&1 & ) &
+# The child has run before the agent ends (a busy machine may not have
+# scheduled it yet): at most about 10 s.
+i=0
+while [ ! -s "$RECORD_DIR/beat" ] && [ $i -lt 200 ]; do
+	sleep 0.05
+	i=$((i + 1))
+done
 
 # 7. A fix, so prloop goes on to commit, bundle and push.
 printf '// addressed by a hostile agent\n' >>main.go

@@ -1,8 +1,10 @@
 # Sourced by the scripted agents. Each run appends to $RECORD_DIR/runs
 #   start <pr> <instance> <id> <unix-ns>   when it begins,
-#   end   <pr> <instance> <id> <unix-ns>   when it ends or gets SIGTERM,
-#   overlap <pr> <other-id> <id> <unix-ns> if another agent for the same
-#                                         PR began and has not ended,
+#   end   <pr> <instance> <id> <unix-ns>   when it ends or gets SIGTERM
+#                                         (a run SIGKILLed before its trap
+#                                         ran has none),
+#   overlap <pr> <other-id> <id> <unix-ns> if a process of another agent
+#                                         for the same PR is alive,
 # and saves what it was given: the prompt from stdin and from
 # $PRLOOP_PROMPT_FILE, its environment and its working directory. A run's id
 # is its start time and pid: each agent runs in a PID namespace of its own,
@@ -13,11 +15,12 @@ run_id="$(date +%s%N).$$"
 record_start() {
 	key=$(printf '%s' "${PRLOOP_PR:-pr}" | tr -c 'A-Za-z0-9' '_')
 	active="$RECORD_DIR/active-$key"
-	if [ -e "$active" ]; then
-		other=$(cat "$active")
-		if ! grep -q "^end .* $other " "$RECORD_DIR/runs" 2>/dev/null; then
-			echo "overlap ${PRLOOP_PR:-} $other $run_id $(date +%s%N)" >>"$RECORD_DIR/runs"
-		fi
+	# Every process of a run holds the PR's lock (fd 9 is inherited), and
+	# the kernel frees it when the last of them dies, however it dies: a
+	# lock still held means another agent for the PR is alive.
+	exec 9>>"$RECORD_DIR/lock-$key"
+	if ! flock -n 9; then
+		echo "overlap ${PRLOOP_PR:-} $(cat "$active" 2>/dev/null) $run_id $(date +%s%N)" >>"$RECORD_DIR/runs"
 	fi
 	echo "$run_id" >"$active"
 	echo "start ${PRLOOP_PR:-} ${INSTANCE:-none} $run_id $(date +%s%N)" >>"$RECORD_DIR/runs"
