@@ -80,7 +80,10 @@ func Sanitize(s string) string {
 	for strings.Contains(s, "<!--") {
 		s = htmlComment.ReplaceAllString(s, "")
 	}
-	s = mdImage.ReplaceAllString(s, "[image]")
+	// "![]![x](y)" becomes "![][image]", a new image; each pass removes a '!'.
+	for mdImage.MatchString(s) {
+		s = mdImage.ReplaceAllString(s, "[image]")
+	}
 	s = htmlImage.ReplaceAllString(s, "[image]")
 	s = linkTitle.ReplaceAllString(s, "[$1]($2)")
 	s = refTitle.ReplaceAllString(s, "$1")
