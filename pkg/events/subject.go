@@ -70,7 +70,15 @@ func DecodeToken(tok string) (string, error) {
 			return "", fmt.Errorf("%w: byte %q at %d in token %q", ErrBadSubject, c, i, tok)
 		}
 	}
-	return b.String(), nil
+	// Escapes can spell what EncodeToken never writes: a name that is not
+	// case-folded ("=c3=80", À) or not UTF-8 ("=ff"), which ToLower would
+	// have turned into something else. Accepting them would give one
+	// name two subjects.
+	name := b.String()
+	if strings.ToLower(name) != name {
+		return "", fmt.Errorf("%w: token %q is not a case-folded UTF-8 name", ErrBadSubject, tok)
+	}
+	return name, nil
 }
 
 // Subject is the subject an event of type t about pr is published on.

@@ -144,12 +144,14 @@ func CleanTitle(s string) string {
 			continue
 		}
 		if space {
+			// A space needs a rune after it, or the cut would leave it
+			// trailing (and cleaning the title again would change it).
+			if n+1 == MaxTitle {
+				break
+			}
 			b.WriteByte(' ')
 			n++
 			space = false
-			if n == MaxTitle {
-				break
-			}
 		}
 		b.WriteRune(r)
 		n++

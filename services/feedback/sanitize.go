@@ -75,8 +75,15 @@ func Sanitize(s string) string {
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	s = strings.ReplaceAll(s, "\r", "\n")
 	s = stripInvisible(s)
-	s = htmlComment.ReplaceAllString(s, "")
-	s = mdImage.ReplaceAllString(s, "[image]")
+	// Removing a comment can join what surrounded it into a new opener
+	// ("<!<!---->--"), so remove until none is left; each pass shortens s.
+	for strings.Contains(s, "<!--") {
+		s = htmlComment.ReplaceAllString(s, "")
+	}
+	// "![]![x](y)" becomes "![][image]", a new image; each pass removes a '!'.
+	for mdImage.MatchString(s) {
+		s = mdImage.ReplaceAllString(s, "[image]")
+	}
 	s = htmlImage.ReplaceAllString(s, "[image]")
 	s = linkTitle.ReplaceAllString(s, "[$1]($2)")
 	s = refTitle.ReplaceAllString(s, "$1")
