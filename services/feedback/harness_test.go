@@ -37,9 +37,14 @@ import (
 
 // tokPrloop is prloop's token on the simulator: a leak anywhere is found
 // by a plain search for it.
+// waitFor bounds each wait for the loop to get somewhere: it catches a
+// hang, it does not time anything (BENCHMARKS.md does). An attempt runs a
+// dozen sandboxed git commands and an agent; a failed one, its retry and
+// its resume took 10 s with one suite running beside it, and over 20 s
+// with two (TestFeedback_PublishFailsAfterPush_OneFixCycle).
 const (
 	tokPrloop = simtest.Token
-	waitFor   = 20 * time.Second
+	waitFor   = time.Minute
 )
 
 // basicHeader is the form the token takes in git's auth header.
@@ -105,6 +110,11 @@ func newEnv(t *testing.T, maxPerPage ...int) *env {
 	}
 	e.gitBin, e.gitLog = gitWrapper(t)
 	e.seedState(pr, head)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the instances' logs:\n%s", e.logs.String())
+		}
+	})
 	return e
 }
 
