@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -338,6 +339,27 @@ func (e *env) bareLog(branch, from string) []string {
 		return nil
 	}
 	return strings.Split(s, "\n")
+}
+
+// agentAlive reports whether a process of an agent run on pr is alive: it
+// holds the PR's lock (testdata/record.sh), which the kernel frees when the
+// run's last process dies, whether or not its TERM trap ran.
+func (e *env) agentAlive(pr ghref.PR) bool {
+	e.t.Helper()
+	key := []byte(pr.String())
+	for i, c := range key {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+			key[i] = '_'
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(e.records, "lock-"+string(key)), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	require.NoError(e.t, err)
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }
 
 // assertNoOverlap checks that no two agent runs on one PR were alive at

@@ -228,6 +228,7 @@ func TestFeedback_LeaseTakenOver_AttemptStops(t *testing.T) {
 	e.start("a", cfg)
 	e.request(e.pr, e.head, 0)
 	e.waitRuns(1)
+	require.True(t, e.agentAlive(e.pr), "the agent is working (it waits for release-a)")
 
 	kv, err := feedback.OpenBucket(t.Context(), e.conn.JS, 1)
 	require.NoError(t, err)
@@ -235,7 +236,7 @@ func TestFeedback_LeaseTakenOver_AttemptStops(t *testing.T) {
 	require.NoError(t, kv.Delete(t.Context(), key))
 	thief, err := kvlease.Acquire(t.Context(), kv, key, "thief", kvlease.Options{TTL: time.Minute})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { rs, _ := e.runs(); return !rs[0].end.IsZero() }, waitFor, 10*time.Millisecond, "the agent was stopped")
+	require.Eventually(t, func() bool { return !e.agentAlive(e.pr) }, waitFor, 10*time.Millisecond, "the agent was stopped")
 	assert.Contains(t, e.logs.String(), "lease lost; stopping the attempt")
 	assert.Equal(t, []events.Type{events.TypeFeedbackReceived}, e.rec.Types(e.pr), "nothing published without the lease")
 	assert.Empty(t, e.bareLog("feature/x", e.head), "nothing pushed without the lease")
