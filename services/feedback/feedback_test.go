@@ -389,14 +389,14 @@ func TestFeedback_AgentBudgetSpent_Escalates(t *testing.T) {
 	assert.Equal(t, events.ReasonAgentBudgetExhausted, esc.Reason)
 	assert.Contains(t, esc.LastError, "timed out after 700ms", "the budget, not PRLOOP_AGENT_TIMEOUT, cut the run short")
 	assert.Contains(t, esc.Detail, "PRLOOP_AGENT_BUDGET=700ms")
-	runs, _ := e.runs()
-	assert.Len(t, runs, 1)
+	// prloop's count of the runs it started: on a busy machine the budget
+	// can end a run before the scripted agent records its start.
+	assert.Equal(t, 1.0, e.metric("prloop_feedback_agent_runs_total"), "one run")
 
 	// A later change request on the PR finds the budget spent (its
 	// escalation is the same event as the first: same reason and head).
 	e.request(e.pr, e.head, 0, "2")
 	require.Eventually(t, func() bool { return e.metric("prloop_feedback_attempts_total", "outcome", "escalated") == 2 },
 		waitFor, 10*time.Millisecond)
-	runs, _ = e.runs()
-	assert.Len(t, runs, 1, "no agent ran for it")
+	assert.Equal(t, 1.0, e.metric("prloop_feedback_agent_runs_total"), "no agent ran for it")
 }
