@@ -698,6 +698,3 @@ func (s *Service) labelled(ctx context.Context, pr ghref.PR, d *events.Escalated
 	}
 	return nil
 }
-
-// isBotLogin reports logins GitHub gives to apps.
-func isBotLogin(login string) bool { return strings.HasSuffix(login, "[bot]") }
