@@ -37,11 +37,15 @@
 //   - PREscalated (escalator): the epoch the escalation belongs to, also in
 //     its data (epoch).
 //
-// The escalation epoch is state.PR's Epoch, owned by the poller: the number
-// of escalations a human resolved by removing the label. The poller bumps
-// it when it sees the label gone after it was applied (see the poller's
-// resumeAfterEscalation); the escalator does an escalation once per PR,
-// reason and epoch, and its comment marker carries the epoch too.
+// The escalation epoch is the number of escalations a human resolved by
+// removing the label. The poller owns it: it bumps it when it sees the
+// label gone after it was applied (see the poller's resumeAfterEscalation)
+// and says so with PREscalationResolved. Every event that can lead to an
+// escalation carries the epoch it belongs to in its data (epoch), and each
+// service passes it on from the event it acts on, so no service reads
+// another's records to learn it. The escalator does an escalation once per
+// PR, reason and epoch, ignores a request of an epoch already resolved,
+// and its comment marker carries the epoch too.
 //
 // # Subjects
 //
@@ -77,18 +81,20 @@
 //	| PRWatchRequested      | cli                      | command: start watching this PR                               | worktree, context_path, actor                |
 //	| PRReviewPending       | poller                   | watched, no review signal on the current head yet             | status                                       |
 //	| PRReviewInProgress    | poller                   | a reviewer signalled "in review" (👀)                          | status, actor                                |
-//	| PRFeedbackReceived    | poller                   | changes requested on the current head                         | status, fix_cycle, comment_ids, review_ids   |
+//	| PRFeedbackReceived    | poller                   | changes requested on the current head                         | status, fix_cycle, comment_ids, …, epoch     |
 //	| PRFeedbackAddressed   | feedback                 | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
 //	| PRFeedbackSkipped     | feedback                 | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |
-//	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers                     |
-//	| ReviewTimeout         | poller                   | no approval within the review timeout                         | reason, missing_reviewers, detail            |
+//	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers, anchor, epoch      |
+//	| ReviewTimeout         | poller                   | no approval within the review timeout                         | reason, missing_reviewers, detail, epoch     |
 //	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base                               |
 //	| PRMergeWaiting        | merger                   | first in its queue, waits for these checks on head_sha        | base, checks                                 |
 //	| PRMerged              | merger                   | merged by prloop                                              | merge_sha, merge_method, dry_run             |
 //	| PRMergeFailed         | merger                   | not merged: not queued, or left the queue without a merge     | reason, detail, dry_run                      |
 //	| PRClosed              | poller                   | closed or merged outside prloop; watching stops               | merged, actor                                |
-//	| PREscalationRequested | poller, feedback, merger | a human is needed                                             | reason, severity, fix_cycle, detail, …       |
+//	| PREscalationRequested | poller, feedback, merger | a human is needed                                             | reason, severity, fix_cycle, detail, epoch, …|
 //	| PREscalated           | escalator                | the human was called (label, comment, webhook)                | reason, severity, actions, epoch             |
+//	| PREscalationResolved  | poller                   | a human removed the escalation label; the loop resumes        | epoch (the new one), detail                  |
+//	| PRBranchUpdated       | merger                   | prloop brought the approved head up to date with its base     | previous_head_sha, method                    |
 //
 // # Order
 //

@@ -34,6 +34,8 @@ func samples(pr ghref.PR) []Data {
 		&Closed{Base: b, Merged: false},
 		&EscalationRequested{Base: b, Reason: ReasonMaxFixCycles, Severity: SeverityBlocking, HumanReviewRequired: true},
 		&Escalated{Base: b, Reason: ReasonMaxFixCycles, Severity: SeverityBlocking, Actions: []string{"label", "comment"}},
+		&EscalationResolved{Base: b, Epoch: 1, Detail: "escalation label removed"},
+		&BranchUpdated{Base: b, PreviousHeadSHA: "ffff", Method: "update-branch"},
 	}
 }
 

@@ -23,10 +23,10 @@ const (
 var publishedBy = map[string][]Type{
 	PublisherPoller: {
 		TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived, TypeReviewApproved,
-		TypeReviewTimeout, TypeClosed, TypeEscalationRequested,
+		TypeReviewTimeout, TypeClosed, TypeEscalationRequested, TypeEscalationResolved,
 	},
 	PublisherFeedback:  {TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested},
-	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested},
+	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated},
 	PublisherEscalator: {TypeEscalated},
 	PublisherCLI:       {TypeWatchRequested},
 }

@@ -30,6 +30,8 @@ const (
 	TypeClosed              Type = "PRClosed"
 	TypeEscalationRequested Type = "PREscalationRequested"
 	TypeEscalated           Type = "PREscalated"
+	TypeEscalationResolved  Type = "PREscalationResolved"
+	TypeBranchUpdated       Type = "PRBranchUpdated"
 )
 
 // Types lists every event type, in lifecycle order.
@@ -37,6 +39,7 @@ var Types = []Type{
 	TypeWatchRequested, TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived,
 	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
 	TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
+	TypeEscalationResolved, TypeBranchUpdated,
 }
 
 // Status is a PR's review status as the poller computes it.
@@ -201,6 +204,14 @@ type FeedbackReceived struct {
 	ReviewIDs  []int64  `json:"review_ids,omitempty"`
 	Actor      string   `json:"actor,omitempty"`
 	Reviewers  []string `json:"reviewers,omitempty"`
+	// Epoch is the PR's escalation epoch (see "Event ids"): the feedback
+	// service's escalation request for this change request carries it.
+	Epoch int `json:"epoch,omitempty"`
+	// Worktree and ContextPath are the watch request's, as the poller
+	// recorded them: the feedback service works there and reads the spec
+	// from there, without reading anyone's records.
+	Worktree    string `json:"worktree,omitempty"`
+	ContextPath string `json:"context_path,omitempty"`
 }
 
 // FeedbackAddressed says a fix was pushed; HeadSHA is the new head.
@@ -233,6 +244,14 @@ type ReviewApproved struct {
 	Status    Status   `json:"status"`
 	Actor     string   `json:"actor,omitempty"`
 	Approvers []string `json:"approvers,omitempty"`
+	// Anchor is when HeadSHA became the head as far as the poller knows:
+	// review signals older than it did not count for the approval, and do
+	// not count when the merger verifies it on GitHub. Zero means unknown,
+	// and then no comment counts.
+	Anchor time.Time `json:"anchor,omitempty"`
+	// Epoch is the PR's escalation epoch; a merge failure that needs a
+	// human carries it on to the escalator.
+	Epoch int `json:"epoch,omitempty"`
 }
 
 // ReviewTimeout says no approval arrived within the review timeout.
@@ -241,6 +260,8 @@ type ReviewTimeout struct {
 	Reason           Reason   `json:"reason"`
 	MissingReviewers []string `json:"missing_reviewers,omitempty"`
 	Detail           string   `json:"detail,omitempty"`
+	// Epoch is the PR's escalation epoch the timeout belongs to.
+	Epoch int `json:"epoch,omitempty"`
 }
 
 // MergeQueued says the PR entered its base branch's merge queue.
@@ -300,6 +321,10 @@ type EscalationRequested struct {
 	MissingReviewers    []string `json:"missing_reviewers,omitempty"`
 	HumanReviewRequired bool     `json:"human_review_required,omitempty"`
 	Actor               string   `json:"actor,omitempty"`
+	// Epoch is the PR's escalation epoch the request belongs to, from the
+	// event it follows from: the escalator ignores a request of an epoch a
+	// human already resolved (PREscalationResolved).
+	Epoch int `json:"epoch,omitempty"`
 }
 
 // ActionLabel is the action in Escalated.Actions that says the escalation
@@ -318,6 +343,26 @@ type Escalated struct {
 	Epoch int `json:"epoch,omitempty"`
 }
 
+// EscalationResolved says a human resolved the PR's escalation by removing
+// the escalation label: the loop resumes in the new escalation Epoch, with
+// the fix cycle back at 0. Requests of older epochs are old news.
+type EscalationResolved struct {
+	Base
+	// Epoch is the new escalation epoch: the escalations resolved so far.
+	Epoch  int    `json:"epoch"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// BranchUpdated says the merger brought the approved head PreviousHeadSHA
+// up to date with its base itself (Method "update-branch" or "rebase"),
+// which made HeadSHA: the approval carries over to it, since prloop made
+// the change and no one else pushed.
+type BranchUpdated struct {
+	Base
+	PreviousHeadSHA string `json:"previous_head_sha"`
+	Method          string `json:"method,omitempty"`
+}
+
 // EventType implementations tie each payload to its type.
 func (WatchRequested) EventType() Type      { return TypeWatchRequested }
 func (ReviewPending) EventType() Type       { return TypeReviewPending }
@@ -334,6 +379,8 @@ func (MergeFailed) EventType() Type         { return TypeMergeFailed }
 func (Closed) EventType() Type              { return TypeClosed }
 func (EscalationRequested) EventType() Type { return TypeEscalationRequested }
 func (Escalated) EventType() Type           { return TypeEscalated }
+func (EscalationResolved) EventType() Type  { return TypeEscalationResolved }
+func (BranchUpdated) EventType() Type       { return TypeBranchUpdated }
 
 // newData returns an empty payload for t, for decoding.
 func newData(t Type) (Data, error) {
@@ -368,6 +415,10 @@ func newData(t Type) (Data, error) {
 		return &EscalationRequested{}, nil
 	case TypeEscalated:
 		return &Escalated{}, nil
+	case TypeEscalationResolved:
+		return &EscalationResolved{}, nil
+	case TypeBranchUpdated:
+		return &BranchUpdated{}, nil
 	}
 	return nil, fmt.Errorf("unknown event type %q", t)
 }
