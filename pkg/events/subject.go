@@ -119,3 +119,23 @@ func ParseSubject(subject string) (ghref.PR, Type, error) {
 	}
 	return ghref.PR{Owner: owner, Repo: repo, Number: n}, Type(parts[4]), nil
 }
+
+// PRKey names a PR in a KV key: pr.<owner>.<repo>.<number> with the tokens
+// encoded as in event subjects. Every service's records of a PR use it
+// (after a prefix of their own), so that one PR has one spelling.
+func PRKey(pr ghref.PR) string {
+	return "pr." + EncodeToken(pr.Owner) + "." + EncodeToken(pr.Repo) + "." + strconv.Itoa(pr.Number)
+}
+
+// ParsePRKey is the inverse of PRKey.
+func ParsePRKey(key string) (ghref.PR, error) {
+	parts := strings.Split(key, ".")
+	if len(parts) != 4 || parts[0] != "pr" {
+		return ghref.PR{}, fmt.Errorf("PR key %q: want pr.<owner>.<repo>.<number>", key)
+	}
+	pr, _, err := ParseSubject(strings.Join(append(parts, "x"), "."))
+	if err != nil {
+		return ghref.PR{}, fmt.Errorf("PR key %q: %w", key, err)
+	}
+	return pr, nil
+}

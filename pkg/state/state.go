@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -132,24 +130,11 @@ func (p PR) Addressed() map[string]bool {
 // Escalated reports whether any escalation is recorded.
 func (p PR) Escalated() bool { return len(p.Escalations) > 0 }
 
-// Key is the KV key of a PR: pr.<owner>.<repo>.<number> with the tokens
-// encoded as in event subjects.
-func Key(pr ghref.PR) string {
-	return "pr." + events.EncodeToken(pr.Owner) + "." + events.EncodeToken(pr.Repo) + "." + strconv.Itoa(pr.Number)
-}
+// Key is the KV key of a PR (events.PRKey).
+func Key(pr ghref.PR) string { return events.PRKey(pr) }
 
-// ParseKey is the inverse of Key.
-func ParseKey(key string) (ghref.PR, error) {
-	parts := strings.Split(key, ".")
-	if len(parts) != 4 || parts[0] != "pr" {
-		return ghref.PR{}, fmt.Errorf("state key %q: want pr.<owner>.<repo>.<number>", key)
-	}
-	pr, _, err := events.ParseSubject(strings.Join(append(parts, "x"), "."))
-	if err != nil {
-		return ghref.PR{}, fmt.Errorf("state key %q: %w", key, err)
-	}
-	return pr, nil
-}
+// ParseKey is the inverse of Key (events.ParsePRKey).
+func ParseKey(key string) (ghref.PR, error) { return events.ParsePRKey(key) }
 
 // KV is the part of jetstream.KeyValue the store uses.
 type KV interface {
