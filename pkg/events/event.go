@@ -123,18 +123,35 @@ func NewEmitter(js Publisher, service string) *Emitter {
 // Emit builds the event for d (see New for parts) and publishes it. It
 // returns the event and whether JetStream dropped it as a duplicate.
 func (em *Emitter) Emit(ctx context.Context, d Data, parts ...string) (cloudevents.Event, bool, error) {
-	if err := checkPublisher(em.service, d.EventType()); err != nil {
-		return cloudevents.Event{}, false, err
-	}
-	e, err := New(em.service, d, em.now(), parts...)
+	e, err := em.Build(d, parts...)
 	if err != nil {
 		return e, false, err
+	}
+	dup, err := em.Send(ctx, e)
+	return e, dup, err
+}
+
+// Build makes the event Emit would publish for d, without publishing it:
+// for a service that records its decisions and their events together and
+// publishes after the record is stored (an outbox, see package state).
+func (em *Emitter) Build(d Data, parts ...string) (cloudevents.Event, error) {
+	if err := checkPublisher(em.service, d.EventType()); err != nil {
+		return cloudevents.Event{}, err
+	}
+	return New(em.service, d, em.now(), parts...)
+}
+
+// Send publishes an event Build made, and reports whether JetStream dropped
+// it as a duplicate: sending the same event again is harmless.
+func (em *Emitter) Send(ctx context.Context, e cloudevents.Event) (bool, error) {
+	if err := checkPublisher(em.service, Type(e.Type())); err != nil {
+		return false, err
 	}
 	ack, err := Publish(ctx, em.js, e)
 	if err != nil {
-		return e, false, err
+		return false, err
 	}
-	return e, ack.Duplicate, nil
+	return ack.Duplicate, nil
 }
 
 // Decode parses a structured-mode message body into the CloudEvent and its

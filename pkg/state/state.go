@@ -1,6 +1,27 @@
-// Package state keeps each watched PR's durable state in a JetStream KV
-// bucket, one key per PR, updated only by compare-and-set on the entry's
-// revision so that concurrent services never overwrite each other's changes.
+// Package state keeps the poller's record of each watched PR in a JetStream
+// KV bucket, one key per PR, updated only by compare-and-set on the entry's
+// revision so that the poller's replicas never overwrite each other.
+//
+// # One writer
+//
+// The record is the poller's: only the poller writes it, and the other
+// services neither write nor read it (they do not import this package, and
+// their NATS users may not publish to $KV.PRLOOP_PRS). What they need of it
+// travels in the poller's events, and what they did reaches the poller as
+// their events, which its reduce folds into the record. The operator's
+// commands (prloop status, explain) read it.
+//
+// # Side effects: the outbox
+//
+// A decision and its events are stored together: the compare-and-set
+// function decides and appends the events it decided to the record's
+// Outbox, and nothing leaves the process inside it (it may run more than
+// once). Only after the record is stored are the Outbox's events published,
+// in order, and then removed from it. A crash in between leaves them in the
+// Outbox, and whoever next touches the PR (or the poller at start) publishes
+// them first: an event is never lost, and never published before the state
+// it follows from is stored. Their ids are deterministic, so publishing one
+// twice is harmless (JetStream drops the repeat).
 package state
 
 import (
@@ -8,8 +29,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/events"
@@ -107,6 +131,9 @@ type PR struct {
 	LastEventID   string      `json:"last_event_id,omitempty"`
 	LastEventType events.Type `json:"last_event_type,omitempty"`
 	LastEventAt   time.Time   `json:"last_event_at,omitempty"`
+	// Outbox holds events decided with this record and not yet known to be
+	// published, oldest first (see "Side effects" above).
+	Outbox []cloudevents.Event `json:"outbox,omitempty"`
 	// UpdatedAt is when this record last changed.
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -141,6 +168,7 @@ type KV interface {
 	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 	Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error)
 	Update(ctx context.Context, key string, value []byte, revision uint64) (uint64, error)
+	Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
 	ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error)
 }
 
@@ -218,7 +246,9 @@ func (s *Store) Update(ctx context.Context, pr ghref.PR, fn func(*PR) error) (PR
 			}
 		}
 		next = cur
-		next.Escalations = cloneMap(cur.Escalations)
+		next.Escalations = maps.Clone(cur.Escalations)
+		next.Outbox = slices.Clone(cur.Outbox)
+		next.AskedItems, next.AddressedItems = slices.Clone(cur.AskedItems), slices.Clone(cur.AddressedItems)
 		if fnErr = fn(&next); fnErr != nil {
 			return nil, fnErr
 		}
@@ -261,13 +291,16 @@ func (s *Store) List(ctx context.Context) ([]PR, error) {
 	return out, nil
 }
 
-func cloneMap[K comparable, V any](m map[K]V) map[K]V {
-	if m == nil {
-		return nil
+// Forget deletes the PR's record if it is still at revision rev: a closed
+// PR's record past its retention, unless something wrote it meanwhile (a
+// reopen). It reports whether it deleted it.
+func (s *Store) Forget(ctx context.Context, pr ghref.PR, rev uint64) (bool, error) {
+	err := s.kv.Delete(ctx, Key(pr), jetstream.LastRevision(rev))
+	switch {
+	case err == nil:
+		return true, nil
+	case kvlease.IsConflict(err), errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
 	}
-	out := make(map[K]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
+	return false, fmt.Errorf("forget state of %s: %w", pr, err)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/poller"
 )
 
@@ -76,6 +77,7 @@ func TestPoller_ClosedPRsAreForgotten(t *testing.T) {
 	})
 	s := e.newPoller(cfg)
 	s.SetReopenWatchCap(reopenCap)
+	s.SetSweepInterval(20 * time.Millisecond)
 	e.run(s)
 
 	var heap [2]uint64
@@ -116,4 +118,21 @@ func TestPoller_ClosedPRsAreForgotten(t *testing.T) {
 	}
 	const slack = 8 << 20
 	assert.Less(t, heap[1], heap[0]+slack, "heap after GC grew by more than %d MiB over %d more closed PRs", slack>>20, perHalf)
+
+	// The records of the closed PRs stay while a reopen would resume them,
+	// then go: the bucket holds the open PR only.
+	recs, err := e.store.List(t.Context())
+	require.NoError(t, err)
+	assert.Len(t, recs, 2*perHalf+1, "closed PRs' records are kept for a reopen")
+	e.sim.Advance(8 * 24 * time.Hour)
+	require.Eventually(t, func() bool {
+		recs, err = e.store.List(t.Context())
+		return err == nil && len(recs) == 1
+	}, waitFor, 20*time.Millisecond, "records of PRs closed over a week ago are deleted")
+	assert.True(t, recs[0].PR.Same(e.pr))
+	st, err := e.conn.JS.Stream(t.Context(), "KV_"+state.Bucket)
+	require.NoError(t, err)
+	info, err := st.Info(t.Context())
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, info.State.NumSubjects, "no delete markers are left behind")
 }

@@ -112,7 +112,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		next.MissingReviewers = v.Quorum.Missing
 	}
 
-	var out []Emit
+	out := resumed(cur, next)
 	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title}
 	status := v.Status
 	if next.Status == events.StatusApproved && next.HeadSHA == next.MergeUpdatedHeadSHA && status != events.StatusChangesRequested {
@@ -126,13 +126,16 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		parts := []string{ghref.EventSHA(next.HeadSHA), strconv.Itoa(next.Transitions)}
 		switch status {
 		case events.StatusApproved:
-			out = append(out, Emit{Data: &events.ReviewApproved{Base: base, Status: status, Actor: v.Actor, Approvers: v.Approvers}, Parts: parts})
+			out = append(out, Emit{Data: &events.ReviewApproved{
+				Base: base, Status: status, Actor: v.Actor, Approvers: v.Approvers, Anchor: next.HeadAnchor, Epoch: next.Epoch,
+			}, Parts: parts})
 		case events.StatusInProgress:
 			out = append(out, Emit{Data: &events.ReviewInProgress{Base: base, Status: status, Actor: v.Actor}, Parts: parts})
 		case events.StatusChangesRequested:
 			out = append(out, Emit{Data: &events.FeedbackReceived{
 				Base: base, Status: status, FixCycle: next.FixCycle, Actor: v.Actor,
 				CommentIDs: v.CommentIDs(), ReviewIDs: v.ReviewIDs(), Reviewers: authors(v.Feedback),
+				Epoch: next.Epoch, Worktree: next.Worktree, ContextPath: next.ContextPath,
 			}, Parts: parts})
 			next.FeedbackHeadSHA = next.HeadSHA
 			next.AskedItems = nil
@@ -151,6 +154,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		out = append(out, Emit{Data: &events.EscalationRequested{
 			Base: base, Reason: events.ReasonReviewWorkflowFailed, Severity: events.SeverityBlocking,
 			FixCycle: next.FixCycle, Detail: describeFailures(v.Quorum.Failed), HumanReviewRequired: true, Actor: "poller",
+			Epoch: next.Epoch,
 		}, Parts: []string{ghref.EventSHA(next.HeadSHA), events.EpochPart(next.Epoch)}})
 	}
 	out = append(out, timeout(&next, obs.Now, tm)...)
@@ -216,7 +220,19 @@ func timeout(next *state.PR, now time.Time, tm Timing) []Emit {
 	}
 	return []Emit{{Data: &events.ReviewTimeout{
 		Base: events.Base{PR: next.PR, HeadSHA: next.HeadSHA}, Reason: events.ReasonReviewTimeout,
-		MissingReviewers: next.MissingReviewers, Detail: detail,
+		MissingReviewers: next.MissingReviewers, Detail: detail, Epoch: next.Epoch,
+	}, Parts: []string{events.EpochPart(next.Epoch)}}}
+}
+
+// resumed announces a new escalation epoch: a human removed the escalation
+// label between cur and next, and the loop resumes.
+func resumed(cur, next state.PR) []Emit {
+	if next.Epoch == cur.Epoch {
+		return nil
+	}
+	return []Emit{{Data: &events.EscalationResolved{
+		Base: events.Base{PR: next.PR, HeadSHA: next.HeadSHA}, Epoch: next.Epoch,
+		Detail: "the escalation label was removed; the loop resumes with the fix cycle at 0",
 	}, Parts: []string{events.EpochPart(next.Epoch)}}}
 }
 

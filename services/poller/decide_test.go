@@ -193,8 +193,8 @@ func TestDecide(t *testing.T) {
 				return c
 			}(),
 			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress, Quorum: &review.QuorumResult{Failed: map[string]string{"bot": "503"}}}, Now: now},
-			wantTypes: []events.Type{events.TypeReviewInProgress, events.TypeEscalationRequested},
-			wantIDs:   [][]string{{"h1", "2"}, {"h1", "e1"}},
+			wantTypes: []events.Type{events.TypeEscalationResolved, events.TypeReviewInProgress, events.TypeEscalationRequested},
+			wantIDs:   [][]string{{"e1"}, {"h1", "2"}, {"h1", "e1"}},
 			check:     func(t *testing.T, n state.PR) { assert.Equal(t, 1, n.Epoch) },
 		},
 		{
@@ -206,7 +206,7 @@ func TestDecide(t *testing.T) {
 				return c
 			}(),
 			obs:       Observation{HeadSHA: "h1", Verdict: verdict(events.StatusPending), Now: now},
-			wantTypes: []events.Type{events.TypeReviewPending}, wantIDs: [][]string{{"h1", "2"}},
+			wantTypes: []events.Type{events.TypeEscalationResolved, events.TypeReviewPending}, wantIDs: [][]string{{"e4"}, {"h1", "2"}},
 			check: func(t *testing.T, n state.PR) {
 				assert.Equal(t, 4, n.Epoch)
 				assert.Equal(t, now, n.WatchedSince, "the timeout counts from the resume")
@@ -234,7 +234,7 @@ func TestDecide(t *testing.T) {
 				return c
 			}(),
 			obs:       Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusChangesRequested, Feedback: []review.Item{{ID: 9, Author: "alice"}}}, Now: now},
-			wantTypes: []events.Type{events.TypeFeedbackReceived}, wantIDs: [][]string{{"h1", "2"}},
+			wantTypes: []events.Type{events.TypeEscalationResolved, events.TypeFeedbackReceived}, wantIDs: [][]string{{"e1"}, {"h1", "2"}},
 			check: func(t *testing.T, n state.PR) {
 				assert.Zero(t, n.FixCycle)
 				assert.Empty(t, n.Escalations)
@@ -319,4 +319,71 @@ func TestDecide_IsDeterministic(t *testing.T) {
 	obs := Observation{HeadSHA: "h", Verdict: review.Verdict{Status: events.StatusApproved, Approvers: []string{"x"}}, Now: time.Unix(0, 0)}
 	a, b := decide(cur, obs, Timing{}), decide(cur, obs, Timing{})
 	assert.Equal(t, a, b, "a retried decision repeats the same event ids, so JetStream drops the repeat")
+}
+
+// TestDecide_EventsCarryWhatOtherServicesNeed: the feedback service, the
+// merger and the escalator read no record of the poller's, so what they
+// need of it travels in its events.
+func TestDecide_EventsCarryWhatOtherServicesNeed(t *testing.T) {
+	t.Parallel()
+	pr := ghref.PR{Owner: "acme", Repo: "w", Number: 1}
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	cur := state.PR{
+		PR: pr, Status: events.StatusPending, HeadSHA: "h1", HeadAnchor: now.Add(-time.Hour), WatchedSince: now.Add(-3 * time.Hour),
+		Transitions: 1, Epoch: 2, FixCycle: 1, Worktree: "/src/w", ContextPath: "specs/x.md",
+	}
+	tm := Timing{ReviewTimeout: 2 * time.Hour}
+	tests := []struct {
+		name  string
+		obs   Observation
+		want  events.Type
+		check func(t *testing.T, d events.Data)
+	}{
+		{
+			name: "an approval carries the head's anchor and the epoch", want: events.TypeReviewApproved,
+			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusApproved, Approvers: []string{"alice"}}, Now: now},
+			check: func(t *testing.T, d events.Data) {
+				a := d.(*events.ReviewApproved)
+				assert.Equal(t, now.Add(-time.Hour), a.Anchor)
+				assert.Equal(t, 2, a.Epoch)
+			},
+		},
+		{
+			name: "a change request carries the epoch, the fix cycle, the worktree and the spec", want: events.TypeFeedbackReceived,
+			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusChangesRequested, Feedback: []review.Item{{ID: 9, Author: "alice"}}}, Now: now},
+			check: func(t *testing.T, d events.Data) {
+				f := d.(*events.FeedbackReceived)
+				assert.Equal(t, 2, f.Epoch)
+				assert.Equal(t, 1, f.FixCycle)
+				assert.Equal(t, "/src/w", f.Worktree)
+				assert.Equal(t, "specs/x.md", f.ContextPath)
+			},
+		},
+		{
+			name: "a review timeout carries the epoch", want: events.TypeReviewTimeout,
+			obs:   Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusPending}, Now: now},
+			check: func(t *testing.T, d events.Data) { assert.Equal(t, 2, d.(*events.ReviewTimeout).Epoch) },
+		},
+		{
+			name: "a failed review workflow's escalation carries the epoch", want: events.TypeEscalationRequested,
+			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusPending, Quorum: &review.QuorumResult{Failed: map[string]string{"bot": "503"}}}, Now: now.Add(-2 * time.Hour)},
+			check: func(t *testing.T, d events.Data) {
+				assert.Equal(t, 2, d.(*events.EscalationRequested).Epoch)
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dec := decide(cur, tt.obs, tm)
+			var checked int
+			for _, e := range dec.Emits {
+				if e.Data.EventType() == tt.want {
+					tt.check(t, e.Data)
+					checked++
+				}
+			}
+			assert.Equal(t, 1, checked, "one %s among %v", tt.want, dec.Emits)
+		})
+	}
 }

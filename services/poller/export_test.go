@@ -3,6 +3,7 @@ package poller
 import (
 	"maps"
 	"slices"
+	"time"
 )
 
 // Tracked are the keys of the PRs w keeps a written line of, sorted, for
@@ -40,3 +41,7 @@ func (s *Service) Sizes() Sizes {
 // SetReopenWatchCap bounds each repository's set of closed PRs watched for
 // a reopen; call it before Run.
 func (s *Service) SetReopenWatchCap(n int) { s.reopenWatchCap = n }
+
+// SetSweepInterval sets how often the records of long-closed PRs are
+// deleted; call it before Run.
+func (s *Service) SetSweepInterval(d time.Duration) { s.sweepInterval = d }

@@ -44,6 +44,7 @@ const Name = "poller"
 var Types = []events.Type{
 	events.TypeWatchRequested, events.TypeFeedbackAddressed, events.TypeFeedbackSkipped,
 	events.TypeEscalationRequested, events.TypeEscalated, events.TypeMerged,
+	events.TypeBranchUpdated, events.TypeMergeFailed,
 }
 
 // GitHub is the part of the GitHub client the poller uses.
@@ -62,6 +63,7 @@ type Store interface {
 	Get(ctx context.Context, pr ghref.PR) (state.PR, uint64, error)
 	Update(ctx context.Context, pr ghref.PR, fn func(*state.PR) error) (state.PR, error)
 	List(ctx context.Context) ([]state.PR, error)
+	Forget(ctx context.Context, pr ghref.PR, rev uint64) (bool, error)
 }
 
 var _ Store = (*state.Store)(nil)
@@ -118,6 +120,8 @@ type Service struct {
 
 	// reopenWatchCap bounds each repository's closed set.
 	reopenWatchCap int
+	// sweepInterval is how often records of long-closed PRs are deleted.
+	sweepInterval time.Duration
 
 	mu      sync.Mutex
 	repos   map[string]*repoWatch
@@ -181,6 +185,7 @@ func New(cfg Config, d Deps) *Service {
 		repos:  map[string]*repoWatch{},
 
 		reopenWatchCap: defaultReopenWatchCap,
+		sweepInterval:  defaultSweepInterval,
 	}
 	for _, r := range cfg.Repos {
 		if strings.TrimSpace(r) == "" {
@@ -199,6 +204,9 @@ func (s *Service) Run(ctx context.Context) error {
 	recs, err := s.d.Store.List(ctx)
 	if err != nil {
 		return fmt.Errorf("restore watched PRs: %w", err)
+	}
+	if err := s.flushAll(ctx, recs); err != nil {
+		return fmt.Errorf("publish the events decided before a restart: %w", err)
 	}
 	restored := 0
 	for _, r := range recs {
@@ -246,6 +254,8 @@ func (s *Service) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); s.sweep(ctx) }()
 	if s.d.NewPRs != nil {
 		s.wg.Add(1)
 		go func() {
@@ -260,12 +270,19 @@ func (s *Service) Run(ctx context.Context) error {
 		Durable: Name, Types: Types, Logger: s.d.Log, Concurrency: 2, Observer: s.d.Metrics.Consumer,
 	}, s.handle)
 	s.wg.Wait()
+	if ctx.Err() != nil {
+		return nil // shut down, perhaps before the consumer was ready
+	}
 	return err
 }
 
 // reopenWindow is how long a closed PR stays watched so that reopening it
-// resumes the loop.
+// resumes the loop; its record is kept as long, then deleted (sweep).
 const reopenWindow = 7 * 24 * time.Hour
+
+// defaultSweepInterval is how often the poller deletes the records of PRs
+// closed longer than reopenWindow ago.
+const defaultSweepInterval = time.Hour
 
 // defaultReopenWatchCap is how many closed PRs per repository are watched
 // for a reopen at most; beyond it the longest closed are forgotten (a
@@ -559,95 +576,44 @@ func (s *Service) acquire(ctx context.Context) (func(), error) {
 // ErrNotWatched is returned for events about PRs the poller does not track.
 var ErrNotWatched = errors.New("not watched")
 
-// handle applies other services' events to the PR's state and re-evaluates.
+// handle folds another service's event into the PR's record (reduce) and
+// has the PR evaluated again: what it did may change what the poller
+// publishes next. Only PRWatchRequested starts a record; news about a PR
+// the poller has no record of is not its business.
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	pr := m.Data.Ref()
 	log := s.d.Log.With("pr", pr.String())
+	_, watch := m.Data.(*events.WatchRequested)
+	at := m.Event.Time()
+	_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
+		if p.UpdatedAt.IsZero() && !watch {
+			return state.ErrNoChange // no record: not watched
+		}
+		next, changed := reduce(*p, m.Data, at, s.d.Now())
+		if !changed {
+			return state.ErrNoChange
+		}
+		*p = next
+		return nil
+	})
+	if err != nil {
+		return err
+	}
 	switch d := m.Data.(type) {
 	case *events.WatchRequested:
-		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
-			if d.Worktree != "" {
-				p.Worktree = d.Worktree
-			}
-			if d.ContextPath != "" {
-				p.ContextPath = d.ContextPath
-			}
-			if p.PR.URL == "" {
-				p.PR.URL = pr.URL
-			}
-			if p.WatchedSince.IsZero() {
-				p.WatchedSince = s.d.Now()
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
 		log.Info("watching", "worktree", d.Worktree, "context", d.ContextPath)
 		s.watch(pr)
 	case *events.FeedbackAddressed:
-		pushedAt := d.PushedAt
-		if pushedAt.IsZero() {
-			pushedAt = m.Event.Time()
-		}
-		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
-			p.FixCycle = max(p.FixCycle, d.FixCycle)
-			p.PushedHeadSHA, p.PushedAt, p.LastPushAt = d.HeadSHA, pushedAt, pushedAt
-			if p.FeedbackHeadSHA == d.PreviousHeadSHA {
-				p.FeedbackHeadSHA = ""
-				p.AddressedItems = append(p.AddressedItems, p.AskedItems...)
-				p.AddressedItems = p.AddressedItems[max(0, len(p.AddressedItems)-state.MaxAddressedItems):]
-				p.AskedItems = nil
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
 		s.watch(pr)
-	case *events.FeedbackSkipped:
-		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
-			if p.FeedbackHeadSHA == "" || p.FeedbackHeadSHA != d.HeadSHA {
-				return state.ErrNoChange
-			}
-			p.FeedbackHeadSHA = "" // nobody works on it: publish what comes next
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-	case *events.EscalationRequested:
-		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
-			if p.FeedbackHeadSHA == "" || p.FeedbackHeadSHA != d.HeadSHA {
-				return state.ErrNoChange
-			}
-			p.FeedbackHeadSHA = "" // the change request is a human's now
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		// A new head held back while the change request was worked on
-		// (see holdsNewHead) is published now.
 	case *events.Escalated:
 		if err := s.labelled(ctx, pr, d, log); err != nil {
 			return err
 		}
 	case *events.Merged:
-		if d.DryRun {
-			return nil // PRLOOP_DRY_RUN: nothing was merged
-		}
-		_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
-			p.Merged, p.Closed = true, true
-			if p.ClosedAt.IsZero() {
-				p.ClosedAt = s.d.Now()
-			}
-			return nil
-		})
-		return err
-	default:
-		return nil
+		return nil // nothing follows a merge
 	}
+	// A new head held back while the change request was worked on (see
+	// holdsNewHead), or a status to announce again, is published now.
 	s.kickAnywhere(pr)
 	return nil
 }
@@ -678,23 +644,74 @@ func (s *Service) labelled(ctx context.Context, pr ghref.PR, d *events.Escalated
 		return fmt.Errorf("read %s after its escalation: %w", pr, err)
 	}
 	seen := pullInfoOf(p)
-	next, err := s.d.Store.Update(ctx, pr, func(st *state.PR) error {
-		if st.Epoch != d.Epoch || st.Closed {
-			return state.ErrNoChange
+	return s.apply(ctx, nil, pr, log, func(cur state.PR) Decision {
+		if cur.Epoch != d.Epoch || cur.Closed {
+			return Decision{Next: cur, Hold: true}
 		}
+		next := cur
 		// The label was on before this read, whether or not a probe saw it.
 		// The read decides at once, so the placeholder time never lasts.
-		if !st.EscalationLabelSeen {
-			st.EscalationLabelSeen, st.EscalationLabelSeenAt = true, time.Time{}
+		if !next.EscalationLabelSeen {
+			next.EscalationLabelSeen, next.EscalationLabelSeenAt = true, time.Time{}
 		}
-		resumeAfterEscalation(st, seen.labels, seen.updated, s.d.Now(), s.timing)
-		return nil
+		resumeAfterEscalation(&next, seen.labels, seen.updated, s.d.Now(), s.timing)
+		return Decision{Next: next, Emits: resumed(cur, next)}
 	})
+}
+
+// sweep deletes, now and then every sweepInterval, the records of PRs
+// closed longer than reopenWindow ago, so that the bucket holds the open
+// PRs and the recently closed ones, not every PR ever watched. A record
+// written meanwhile (a reopen) is kept: the delete is a compare-and-set.
+func (s *Service) sweep(ctx context.Context) {
+	t := time.NewTicker(s.sweepInterval)
+	defer t.Stop()
+	for {
+		if n, err := s.forgetClosed(ctx); err != nil && ctx.Err() == nil {
+			s.d.Log.Warn("deleting the records of long-closed PRs failed; retrying later", "err", err)
+		} else if n > 0 {
+			s.d.Log.Info("deleted the records of long-closed PRs", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// forgetClosed deletes the records of PRs closed longer than reopenWindow
+// ago, with nothing left to publish, and returns how many it deleted.
+func (s *Service) forgetClosed(ctx context.Context) (int, error) {
+	recs, err := s.d.Store.List(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if next.Epoch != d.Epoch {
-		log.Info("escalation label removed; resuming", "epoch", next.Epoch)
+	expired := func(r state.PR) bool {
+		return r.Closed && len(r.Outbox) == 0 && !r.ClosedAt.IsZero() && s.d.Now().Sub(r.ClosedAt) > reopenWindow
 	}
-	return nil
+	n := 0
+	for _, r := range recs {
+		if !expired(r) {
+			continue
+		}
+		cur, rev, err := s.d.Store.Get(ctx, r.PR)
+		if errors.Is(err, state.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if !expired(cur) {
+			continue
+		}
+		deleted, err := s.d.Store.Forget(ctx, r.PR, rev)
+		if err != nil {
+			return n, err
+		}
+		if deleted {
+			n++
+		}
+	}
+	return n, nil
 }

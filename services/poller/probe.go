@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+
 	gh "github.com/google/go-github/v66/github"
 
 	"github.com/prloop/prloop/pkg/events"
@@ -384,51 +386,102 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	})
 }
 
-// apply stores a decision with compare-and-set, publishing its events first.
-// Publishing happens inside the update function, which may run again when
-// another service changed the PR's state meanwhile: the decision is then
-// remade on the fresh state, and an event decided twice carries the same id
-// twice, so JetStream drops the repeat.
+// apply decides with compare-and-set and stores the decision together with
+// the events it decided, in the record's outbox; then it publishes them (see
+// "Side effects" in package state). decideFn may run more than once, on
+// fresher state each time, and publishes nothing itself. rw, when set, gets
+// the stored record as its memo.
 func (s *Service) apply(ctx context.Context, rw *repoWatch, pr ghref.PR, log *slog.Logger, decideFn func(state.PR) Decision) error {
 	stored, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
 		dec := decideFn(*p)
 		if dec.Hold {
 			return state.ErrNoChange
 		}
+		next := dec.Next
+		next.Outbox = slices.Clone(p.Outbox)
 		for _, e := range dec.Emits {
-			ev, dup, err := s.emit.Emit(ctx, e.Data, e.Parts...)
+			ev, err := s.emit.Build(e.Data, e.Parts...)
 			if err != nil {
 				return err
 			}
-			dec.Next.LastEventID, dec.Next.LastEventType, dec.Next.LastEventAt = ev.ID(), events.Type(ev.Type()), ev.Time()
-			if !dup {
-				s.d.Metrics.Transition(events.Type(ev.Type()))
-				log.Info("published", "type", ev.Type(), "id", ev.ID(), "head", ghref.EventSHA(dec.Next.HeadSHA))
-			}
+			next.Outbox = append(next.Outbox, ev)
+			next.LastEventID, next.LastEventType, next.LastEventAt = ev.ID(), events.Type(ev.Type()), ev.Time()
 		}
-		*p = dec.Next
+		*p = next
 		return nil
 	})
 	if err != nil {
 		return err
 	}
+	stored, err = s.flush(ctx, pr, stored, log)
+	if rw == nil {
+		return err
+	}
 	rw.mu.Lock()
-	rw.memo[pr.Number] = stored
+	rw.memo[pr.Number] = stored // with what is left in its outbox: checkTimeout sends it
 	rw.mu.Unlock()
-	if stored.Closed {
+	if err == nil && stored.Closed {
 		s.forget(rw, pr.Number, stored.ClosedAt)
+	}
+	return err
+}
+
+// flush publishes the events in rec's outbox, oldest first, and then takes
+// them out of the stored record. It stops at the first event it cannot
+// publish: the rest wait behind it, so a PR's events keep their order, and
+// whoever touches the PR next tries again.
+func (s *Service) flush(ctx context.Context, pr ghref.PR, rec state.PR, log *slog.Logger) (state.PR, error) {
+	if len(rec.Outbox) == 0 {
+		return rec, nil
+	}
+	sent := make(map[string]bool, len(rec.Outbox))
+	for _, ev := range rec.Outbox {
+		dup, err := s.emit.Send(ctx, ev)
+		if err != nil {
+			return rec, err
+		}
+		sent[ev.ID()] = true
+		if !dup {
+			s.d.Metrics.Transition(events.Type(ev.Type()))
+			log.Info("published", "type", ev.Type(), "id", ev.ID(), "head", ghref.EventSHA(rec.HeadSHA))
+		}
+	}
+	return s.d.Store.Update(ctx, pr, func(p *state.PR) error {
+		kept := slices.DeleteFunc(slices.Clone(p.Outbox), func(ev cloudevents.Event) bool { return sent[ev.ID()] })
+		if len(kept) == len(p.Outbox) {
+			return state.ErrNoChange
+		}
+		p.Outbox = kept
+		return nil
+	})
+}
+
+// flushAll publishes what the outboxes of recs still hold: events decided
+// before a crash, and not yet known to be published.
+func (s *Service) flushAll(ctx context.Context, recs []state.PR) error {
+	for _, r := range recs {
+		if len(r.Outbox) == 0 {
+			continue
+		}
+		if _, err := s.flush(ctx, r.PR, r, s.d.Log.With("pr", r.PR.String())); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// checkTimeout publishes a due ReviewTimeout for an unchanged PR.
+// checkTimeout publishes a due ReviewTimeout for an unchanged PR, and what
+// its outbox still holds (a publish that failed).
 func (s *Service) checkTimeout(ctx context.Context, rw *repoWatch, pr ghref.PR, log *slog.Logger) error {
+	rw.mu.Lock()
 	memo := rw.memo[pr.Number]
-	if len(timeout(&memo, s.d.Now(), s.timing)) == 0 {
+	rw.mu.Unlock()
+	if len(memo.Outbox) == 0 && len(timeout(&memo, s.d.Now(), s.timing)) == 0 {
 		return nil
 	}
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
-		return Decision{Emits: timeout(&cur, s.d.Now(), s.timing), Next: cur}
+		emits := timeout(&cur, s.d.Now(), s.timing)
+		return Decision{Emits: emits, Next: cur, Hold: len(emits) == 0}
 	})
 }
 

@@ -31,6 +31,11 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	if err != nil {
 		return nil, err
 	}
+	// The PR records are the poller's alone (see package state).
+	store, err := state.Ensure(ctx, js, cfg.StreamReplicas)
+	if err != nil {
+		return nil, err
+	}
 	prs, err := kvlease.OpenBucket(ctx, js, state.Bucket)
 	if err != nil {
 		return nil, err
@@ -43,7 +48,7 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 		status = NewStatusWriter(opts, client, js, log.With("part", "status"))
 	}
 	s := New(cfg, Deps{
-		GitHub: client, Store: rt.Store, JS: js, Log: log, Self: self, Now: rt.Now,
+		GitHub: client, Store: store, JS: js, Log: log, Self: self, Now: rt.Now,
 		Merged: MergedByPrloop(js),
 		Shard:  sharder, Status: status,
 		Kicks:   natsKicks{nc: rt.Conn.NC},

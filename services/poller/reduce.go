@@ -1,0 +1,104 @@
+package poller
+
+import (
+	"maps"
+	"reflect"
+	"time"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+// reduce folds another service's event (or the operator's watch command)
+// into the poller's record of the PR: how what the feedback service, the
+// merger and the escalator did reaches the record that only the poller
+// writes. It is pure; at is when the event happened (its CloudEvent time)
+// and now the poller's clock. It reports whether the record changed, and
+// leaves it alone for the types it does not follow.
+//
+//   - PRWatchRequested: the worktree and spec path to hand on in
+//     PRFeedbackReceived; watching begins now, unless it had already.
+//   - PRFeedbackAddressed: the fix cycle and prloop's own push (its head
+//     is anchored at the push); it ends the change request it answers,
+//     whose items are then addressed and never asked again.
+//   - PRFeedbackSkipped and PREscalationRequested on the head being
+//     addressed: nobody works on it any more.
+//   - PREscalated of the current epoch: the escalation is done (shown by
+//     prloop status and explain).
+//   - PRMerged: merged and closed; a dry run changes nothing.
+//   - PRBranchUpdated: the head the merger made from the approved head,
+//     to which the approval carries over.
+//   - PRMergeFailed, approval withdrawn, on the approved head: the merger
+//     took the PR out of its queue, so the current status is announced
+//     again on the next look (a 👍 given back meanwhile would otherwise
+//     never be announced, and the PR never queued again).
+func reduce(cur state.PR, d events.Data, at, now time.Time) (state.PR, bool) {
+	next := cur
+	switch d := d.(type) {
+	case *events.WatchRequested:
+		if d.Worktree != "" {
+			next.Worktree = d.Worktree
+		}
+		if d.ContextPath != "" {
+			next.ContextPath = d.ContextPath
+		}
+		if next.PR.URL == "" {
+			next.PR.URL = d.PR.URL
+		}
+		if next.WatchedSince.IsZero() {
+			next.WatchedSince = now
+		}
+	case *events.FeedbackAddressed:
+		pushedAt := d.PushedAt
+		if pushedAt.IsZero() {
+			pushedAt = at
+		}
+		next.FixCycle = max(cur.FixCycle, d.FixCycle)
+		next.PushedHeadSHA, next.PushedAt, next.LastPushAt = d.HeadSHA, pushedAt, pushedAt
+		if cur.FeedbackHeadSHA == d.PreviousHeadSHA {
+			next.FeedbackHeadSHA = ""
+			addressed := append(append([]string(nil), cur.AddressedItems...), cur.AskedItems...)
+			next.AddressedItems = addressed[max(0, len(addressed)-state.MaxAddressedItems):]
+			next.AskedItems = nil
+		}
+	case *events.FeedbackSkipped:
+		if cur.FeedbackHeadSHA != "" && cur.FeedbackHeadSHA == d.HeadSHA {
+			next.FeedbackHeadSHA = "" // nobody works on it: publish what comes next
+		}
+	case *events.EscalationRequested:
+		if cur.FeedbackHeadSHA != "" && cur.FeedbackHeadSHA == d.HeadSHA {
+			next.FeedbackHeadSHA = "" // the change request is a human's now
+		}
+	case *events.Escalated:
+		if d.Epoch != cur.Epoch || cur.Closed {
+			return cur, false // of an epoch a human already resolved
+		}
+		if _, ok := cur.Escalations[d.Reason]; ok {
+			return cur, false
+		}
+		next.Escalations = maps.Clone(cur.Escalations)
+		if next.Escalations == nil {
+			next.Escalations = map[events.Reason]time.Time{}
+		}
+		next.Escalations[d.Reason] = at.UTC()
+	case *events.Merged:
+		if d.DryRun {
+			return cur, false // PRLOOP_DRY_RUN: nothing was merged
+		}
+		next.Merged, next.Closed = true, true
+		if next.ClosedAt.IsZero() {
+			next.ClosedAt = now
+		}
+	case *events.BranchUpdated:
+		next.MergeUpdatedHeadSHA = d.HeadSHA
+	case *events.MergeFailed:
+		if d.Reason != events.ReasonApprovalWithdrawn || cur.Status != events.StatusApproved ||
+			(cur.HeadSHA != d.HeadSHA && cur.MergeUpdatedHeadSHA != d.HeadSHA) {
+			return cur, false
+		}
+		next.Status = ""
+	default:
+		return cur, false
+	}
+	return next, !reflect.DeepEqual(cur, next)
+}
