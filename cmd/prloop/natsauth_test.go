@@ -44,10 +44,11 @@ import (
 // carries the same users in its ConfigMap.
 const natsConfPath = "deploy/nats/nats.conf"
 
-// ownBuckets are the KV buckets each publisher writes besides the state
-// bucket every service writes.
+// ownBuckets are the KV buckets each publisher reads and writes: its own
+// records, which no other service may touch (the PR records are the
+// poller's).
 var ownBuckets = map[string][]string{
-	poller.Name:    {poller.LeaseBucket},
+	poller.Name:    {poller.LeaseBucket, state.Bucket},
 	feedback.Name:  {feedback.Bucket},
 	merger.Name:    {merger.Bucket},
 	escalator.Name: {escalator.ClaimBucket},
@@ -113,7 +114,7 @@ func wantNATSUsers() map[string]natsUser {
 			users[name] = natsUser{publish: pub, subscribe: sub}
 			continue
 		}
-		buckets := append([]string{state.Bucket}, ownBuckets[name]...)
+		buckets := ownBuckets[name]
 		for _, s := range append([]string{events.StreamName, events.DLQStreamName}, kvStreams(buckets)...) {
 			pub = append(pub, "$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s)
 		}
@@ -348,13 +349,17 @@ func TestNATSAuth_DeployServerRefusesForgedApprovals(t *testing.T) {
 	url := startDeployNATS(t)
 	pollerConn := connectAs(t, url, poller.Name)
 	require.NoError(t, events.EnsureStreams(t.Context(), pollerConn.JS, events.StreamOptions{}), "the poller ensures the streams")
+	store, err := state.Ensure(t.Context(), pollerConn.JS, 1)
+	require.NoError(t, err, "the poller ensures its bucket")
+	pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: 1}
+	_, err = store.Update(t.Context(), pr, func(p *state.PR) error { p.Status = events.StatusPending; return nil })
+	require.NoError(t, err, "the poller writes its record")
 
 	anon := natstest.Dial(t, url)
 	sub, err := anon.SubscribeSync(events.SubjectPrefix + ".>")
 	require.NoError(t, err, "nats sub 'pr.>' without credentials")
 	require.NoError(t, anon.Flush())
 
-	pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: 1}
 	approve := func(js jetstream.JetStream, publisher string) error {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 		defer cancel()
@@ -373,11 +378,19 @@ func TestNATSAuth_DeployServerRefusesForgedApprovals(t *testing.T) {
 				t.Parallel()
 				c := connectAs(t, url, user)
 				require.Error(t, approve(c.JS, "forger"), "%q published PRReviewApproved", user)
-				// Nor can it write the state the merger trusts.
+				// Nor can it write, or read, the poller's records.
 				ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 				defer cancel()
-				_, err := c.JS.Publish(ctx, "$KV."+state.Bucket+".acme.widgets.1", []byte(`{"status":"approved"}`))
-				require.Error(t, err, "%q wrote the state bucket", user)
+				_, err := c.JS.Publish(ctx, "$KV."+state.Bucket+"."+state.Key(pr), []byte(`{"status":"approved"}`))
+				require.Error(t, err, "%q wrote the poller's record", user)
+				if user == events.PublisherCLI {
+					return // prloop status and explain read them
+				}
+				kv, err := c.JS.KeyValue(ctx, state.Bucket)
+				if err == nil {
+					_, err = kv.Get(ctx, state.Key(pr))
+				}
+				require.Error(t, err, "%q read the poller's record", user)
 			})
 		}
 	})
@@ -426,6 +439,11 @@ func TestNATSAuth_PageHostsFollowTheStream(t *testing.T) {
 	url := startDeployNATS(t)
 	pollerConn := connectAs(t, url, poller.Name)
 	require.NoError(t, events.EnsureStreams(t.Context(), pollerConn.JS, events.StreamOptions{}), "the poller ensures the streams")
+	store, err := state.Ensure(t.Context(), pollerConn.JS, 1)
+	require.NoError(t, err, "the poller ensures its bucket")
+	pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: 1}
+	_, err = store.Update(t.Context(), pr, func(p *state.PR) error { p.Status = events.StatusPending; return nil })
+	require.NoError(t, err, "the poller writes its record")
 	consumers := func() int {
 		s, err := pollerConn.JS.Stream(t.Context(), events.StreamName)
 		require.NoError(t, err)

@@ -156,6 +156,11 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		head = h.Head()
 	}
 	newHead := head != "" && head != p.Head
+	if _, own := d.(*events.BranchUpdated); own && newHead {
+		// The merger brought the approved head up to date: the approval
+		// carries over, the checks start again.
+		p.Head, p.Waiting, newHead = head, nil, false
+	}
 	if newHead {
 		// A new head: nothing said about the old one holds, but a queue
 		// place (the merger re-verifies and says so) and an escalation.
@@ -218,6 +223,8 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.Escalation, p.EscalationDetail, p.Fixing = e.Reason, firstNonEmpty(e.LastError, e.Detail), false
 	case *events.Escalated:
 		p.Escalation = e.Reason
+	case *events.EscalationResolved:
+		p.Escalation, p.EscalationDetail, p.FixCycle = "", "", 0
 	}
 }
 

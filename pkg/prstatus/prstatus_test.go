@@ -84,6 +84,16 @@ func TestLine_EveryTrigger(t *testing.T) {
 			&events.MergeFailed{Base: base(pr1, headA), Reason: events.ReasonMergeConflict},
 			&events.Escalated{Base: base(pr1, headA), Reason: events.ReasonMergeConflict},
 		}, want: prstatus.Line{State: prstatus.Error, Text: "needs a human: merge conflict (label human-review-required)"}},
+		{name: "escalation resolved: the loop resumes", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}, FixCycle: 2},
+			&events.EscalationRequested{Base: base(pr1, headA), Reason: events.ReasonMaxFixCycles},
+			&events.Escalated{Base: base(pr1, headA), Reason: events.ReasonMaxFixCycles},
+			&events.EscalationResolved{Base: base(pr1, headA), Epoch: 1},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by alice"}},
+		{name: "the merger's branch update keeps the approval", events: []events.Data{approved, queued,
+			&events.MergeWaiting{Base: base(pr1, headA), BaseBranch: "main", Checks: []string{"ci/build"}},
+			&events.BranchUpdated{Base: base(pr1, headB), PreviousHeadSHA: headA, Method: "update-branch"},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
 		{name: "review timeout", events: []events.Data{
 			&events.ReviewTimeout{Base: base(pr1, headA), Reason: events.ReasonReviewTimeout},
 		}, want: prstatus.Line{State: prstatus.Error, Text: "needs a human: review timeout (label human-review-required)"}},
