@@ -47,6 +47,10 @@ func describe(d events.Data) string {
 		return fmt.Sprintf("escalation requested: %s (%s)", d.Reason, d.Severity)
 	case *events.Escalated:
 		return fmt.Sprintf("human called: %s — %s", d.Reason, strings.Join(d.Actions, ", "))
+	case *events.EscalationResolved:
+		return fmt.Sprintf("escalation label removed: the loop resumes (epoch %d)", d.Epoch)
+	case *events.BranchUpdated:
+		return fmt.Sprintf("brought up to date with its base by prloop (%s): %s → %s", d.Method, short(d.PreviousHeadSHA), short(d.HeadSHA))
 	}
 	return ""
 }
