@@ -242,7 +242,12 @@ func TestEscalator_AgainAfterTheLabelWasRemoved(t *testing.T) {
 				_, _ = io.WriteString(w, "ok")
 			}))
 			t.Cleanup(hook.Close)
-			e.start(config(func(c *escalator.Config) { c.WebhookURL = github.Secret(hook.URL) }))
+			e.start(config(func(c *escalator.Config) {
+				// The first call is held until the escalator has learned of
+				// the resolution, which takes as long as the machine is
+				// slow: no attempt may time out meanwhile and be sent again.
+				c.WebhookURL, c.WebhookTimeout = github.Secret(hook.URL), 2*waitFor
+			}))
 
 			e.request(events.ReasonChecksFailed, "1")
 			if tt.resumeEarly {
