@@ -25,6 +25,9 @@ type Request struct {
 	HumanReviewRequired bool
 	// Actor is the service or person that asked.
 	Actor string
+	// Epoch is the PR's escalation epoch the request belongs to, as the
+	// event that asked says (see "Event ids" in package events).
+	Epoch int
 }
 
 var reasonRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -39,12 +42,12 @@ func RequestOf(d events.Data) (Request, bool, error) {
 		r = Request{
 			PR: d.PR, HeadSHA: d.HeadSHA, Reason: d.Reason, Severity: d.Severity, FixCycle: d.FixCycle,
 			Detail: d.Detail, LastError: d.LastError, MissingReviewers: d.MissingReviewers,
-			HumanReviewRequired: d.HumanReviewRequired, Actor: d.Actor,
+			HumanReviewRequired: d.HumanReviewRequired, Actor: d.Actor, Epoch: d.Epoch,
 		}
 	case *events.ReviewTimeout:
 		r = Request{
 			PR: d.PR, HeadSHA: d.HeadSHA, Reason: d.Reason, Severity: events.SeverityWarning, Detail: d.Detail,
-			MissingReviewers: d.MissingReviewers, HumanReviewRequired: true, Actor: "poller",
+			MissingReviewers: d.MissingReviewers, HumanReviewRequired: true, Actor: "poller", Epoch: d.Epoch,
 		}
 		if r.Reason == "" {
 			r.Reason = events.ReasonReviewTimeout

@@ -112,12 +112,12 @@ func TestRequestOf(t *testing.T) {
 		wantErr bool
 		want    Request
 	}{
-		{name: "review timeout", ok: true, data: &events.ReviewTimeout{Base: b, MissingReviewers: []string{"bot"}, Detail: "2h"},
+		{name: "review timeout", ok: true, data: &events.ReviewTimeout{Base: b, MissingReviewers: []string{"bot"}, Detail: "2h", Epoch: 2},
 			want: Request{PR: pr, HeadSHA: "abc", Reason: events.ReasonReviewTimeout, Severity: events.SeverityWarning,
-				MissingReviewers: []string{"bot"}, Detail: "2h", HumanReviewRequired: true, Actor: "poller"}},
+				MissingReviewers: []string{"bot"}, Detail: "2h", HumanReviewRequired: true, Actor: "poller", Epoch: 2}},
 		{name: "escalation request carries everything", ok: true,
-			data: &events.EscalationRequested{Base: b, Reason: events.ReasonMaxFixCycles, Severity: events.SeverityBlocking, FixCycle: 3, LastError: "boom", Actor: "feedback"},
-			want: Request{PR: pr, HeadSHA: "abc", Reason: events.ReasonMaxFixCycles, Severity: events.SeverityBlocking, FixCycle: 3, LastError: "boom", Actor: "feedback"}},
+			data: &events.EscalationRequested{Base: b, Reason: events.ReasonMaxFixCycles, Severity: events.SeverityBlocking, FixCycle: 3, LastError: "boom", Actor: "feedback", Epoch: 1},
+			want: Request{PR: pr, HeadSHA: "abc", Reason: events.ReasonMaxFixCycles, Severity: events.SeverityBlocking, FixCycle: 3, LastError: "boom", Actor: "feedback", Epoch: 1}},
 		{name: "unknown severity becomes warning", ok: true,
 			data: &events.EscalationRequested{Base: b, Reason: events.ReasonChecksFailed, Severity: "panic"},
 			want: Request{PR: pr, HeadSHA: "abc", Reason: events.ReasonChecksFailed, Severity: events.SeverityWarning}},

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -14,7 +15,6 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/github"
-	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/escalator"
 )
 
@@ -50,9 +50,7 @@ func TestEscalator_LabelsCommentsAndPublishes(t *testing.T) {
 		assert.Contains(t, body, s)
 	}
 	e.waitSettled(1) // the escalation is recorded after PREscalated, then acked
-	st, _, err := e.store.Get(t.Context(), e.pr)
-	require.NoError(t, err)
-	assert.Contains(t, st.Escalations, events.ReasonMaxFixCycles)
+	assert.Contains(t, e.record().Done, events.ReasonMaxFixCycles)
 }
 
 // TestEscalator_OnceUnderRedeliveryAndRestart: the same request published
@@ -87,9 +85,7 @@ func TestEscalator_OnceUnderRedeliveryAndRestart(t *testing.T) {
 	assert.Equal(t, 1, e.escalationComments(events.ReasonReviewTimeout))
 	assert.Equal(t, 2, e.sim.Stats().ByRoute[routeCreateComment])
 	assert.Equal(t, 2, e.rec.Count(e.pr, events.TypeEscalated))
-	st, _, err := e.store.Get(t.Context(), e.pr)
-	require.NoError(t, err)
-	assert.Len(t, st.Escalations, 2)
+	assert.Len(t, e.record().Done, 2)
 	assert.Equal(t, 1.0, e.metric("prloop_escalations_total", "reason", "max_fix_cycles", "severity", "blocking"))
 	assert.Equal(t, 1.0, e.metric("prloop_escalations_total", "reason", "review_timeout", "severity", "warning"))
 	assert.Equal(t, 2.0, e.metric("prloop_escalations_total"), "once per PR and reason")
@@ -199,8 +195,9 @@ func TestEscalator_WebhookRetriesAfter500(t *testing.T) {
 }
 
 // TestEscalator_AgainAfterTheLabelWasRemoved: once a human removed the
-// label (the poller then starts a new escalation epoch and clears the
-// record), the same failure on the same head escalates again: a second
+// label (the poller then starts a new escalation epoch, says so with
+// PREscalationResolved and publishes requests of the new epoch), the same
+// failure on the same head escalates again: a second
 // label, comment, webhook call and PREscalated, each once, however often
 // each request is delivered. And an escalation whose label was removed
 // before the escalator recorded it is not recorded: it would suppress the
@@ -221,16 +218,11 @@ func TestEscalator_AgainAfterTheLabelWasRemoved(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			// resume is the poller's part when it sees the label gone.
+			// resume is the human's and then the poller's part.
 			resume := func() {
 				t.Helper()
 				require.NoError(t, e.Client(t).RemoveLabel(t.Context(), e.pr, escalator.DefaultLabel))
-				_, err := e.store.Update(t.Context(), e.pr, func(p *state.PR) error {
-					p.Epoch++
-					p.Escalations = nil
-					return nil
-				})
-				require.NoError(t, err)
+				e.resolve(1)
 			}
 			var (
 				mu    sync.Mutex
@@ -250,7 +242,12 @@ func TestEscalator_AgainAfterTheLabelWasRemoved(t *testing.T) {
 				_, _ = io.WriteString(w, "ok")
 			}))
 			t.Cleanup(hook.Close)
-			e.start(config(func(c *escalator.Config) { c.WebhookURL = github.Secret(hook.URL) }))
+			e.start(config(func(c *escalator.Config) {
+				// The first call is held until the escalator has learned of
+				// the resolution, which takes as long as the machine is
+				// slow: no attempt may time out meanwhile and be sent again.
+				c.WebhookURL, c.WebhookTimeout = github.Secret(hook.URL), 2*waitFor
+			}))
 
 			e.request(events.ReasonChecksFailed, "1")
 			if tt.resumeEarly {
@@ -260,24 +257,21 @@ func TestEscalator_AgainAfterTheLabelWasRemoved(t *testing.T) {
 			}
 			firstEsc := e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor).Data.(*events.Escalated)
 			assert.Zero(t, firstEsc.Epoch)
-			delivered := 1
+			delivered := 2 // the request and the resolution
 			if tt.resumeEarly {
 				e.waitSettled(delivered)
-				st, _, err := e.store.Get(t.Context(), e.pr)
-				require.NoError(t, err)
-				assert.Empty(t, st.Escalations, "no record for an escalation a human already resolved")
+				assert.Empty(t, e.record().Done, "no record for an escalation a human already resolved")
 			} else {
 				e.request(events.ReasonChecksFailed, "1b") // the request once more
-				delivered++
 				e.waitSettled(delivered)
-				st, _, err := e.store.Get(t.Context(), e.pr)
-				require.NoError(t, err)
-				assert.Contains(t, st.Escalations, events.ReasonChecksFailed)
+				assert.Contains(t, e.record().Done, events.ReasonChecksFailed)
 				resume()
+				delivered++
 			}
 
-			e.request(events.ReasonChecksFailed, "2") // the same failure, minutes later
-			e.request(events.ReasonChecksFailed, "2b")
+			epoch1 := func(d *events.EscalationRequested) { d.Epoch = 1 }
+			e.request(events.ReasonChecksFailed, "2", epoch1) // the same failure, minutes later
+			e.request(events.ReasonChecksFailed, "2b", epoch1)
 			second := e.rec.WaitCount(t, e.pr, events.TypeEscalated, 2, waitFor).Data.(*events.Escalated)
 			assert.Equal(t, 1, second.Epoch)
 			e.waitSettled(delivered + 2)
@@ -292,6 +286,111 @@ func TestEscalator_AgainAfterTheLabelWasRemoved(t *testing.T) {
 			defer mu.Unlock()
 			require.Len(t, keys, 2, "one webhook call per escalation")
 			assert.NotEqual(t, keys[0], keys[1])
+		})
+	}
+}
+
+// TestEscalator_RequestOfAResolvedEpochIsIgnored: a request of epoch 0
+// delivered after a human resolved the escalation (PREscalationResolved
+// with epoch 1) is old news: no label, no comment, no PREscalated. A
+// request of the new epoch still escalates, once.
+func TestEscalator_RequestOfAResolvedEpochIsIgnored(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(config())
+	e.resolve(1)
+	e.request(events.ReasonChecksFailed, "old")
+	e.waitSettled(2)
+	assert.Zero(t, e.rec.Count(e.pr, events.TypeEscalated))
+	assert.Zero(t, e.escalationComments(events.ReasonChecksFailed))
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	assert.Empty(t, info.Labels)
+	assert.Empty(t, e.record().Done)
+
+	e.request(events.ReasonChecksFailed, "new", func(d *events.EscalationRequested) { d.Epoch = 1 })
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor).Data.(*events.Escalated)
+	assert.Equal(t, 1, esc.Epoch)
+	e.waitSettled(3)
+	assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeEscalated))
+}
+
+// TestEscalator_EpochComesFromTheRequest: with no record of the PR at all,
+// a request of epoch 1 escalates in epoch 1 (PREscalated, the comment's
+// marker, the record), once however often it is delivered; and a review
+// timeout carries its epoch the same way.
+func TestEscalator_EpochComesFromTheRequest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		reason events.Reason
+		// ask publishes the request of epoch 1; id tells publishes apart.
+		ask func(e *env, id string)
+	}{
+		{name: "escalation request", reason: events.ReasonMaxFixCycles, ask: func(e *env, id string) {
+			e.request(events.ReasonMaxFixCycles, id, func(d *events.EscalationRequested) { d.Epoch = 1 })
+		}},
+		{name: "review timeout", reason: events.ReasonReviewTimeout, ask: func(e *env, id string) {
+			e.emitEvent(&events.ReviewTimeout{Base: events.Base{PR: e.pr, HeadSHA: e.head}, Epoch: 1}, id)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.start(config())
+			tt.ask(e, "1")
+			tt.ask(e, "1b")
+			esc := e.rec.Wait(t, e.pr, events.TypeEscalated, waitFor).Data.(*events.Escalated)
+			assert.Equal(t, 1, esc.Epoch)
+			assert.Equal(t, tt.reason, esc.Reason)
+			e.waitSettled(2)
+			assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeEscalated))
+			comments := e.comments()
+			require.Len(t, comments, 1)
+			assert.True(t, strings.HasPrefix(comments[0], escalator.Marker(tt.reason, e.head, 1)), comments[0])
+			assert.Equal(t, 1, e.record().Done[tt.reason].Epoch)
+		})
+	}
+}
+
+// TestEscalator_ForgetsClosedPRs: the escalator's record of a PR goes when
+// it learns the PR was closed or merged, and the bucket's key count goes
+// back down to none; a dry run's PRMerged (nothing merged) keeps it.
+func TestEscalator_ForgetsClosedPRs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		end  func(e *env) events.Data
+		gone bool
+	}{
+		{name: "closed", gone: true, end: func(e *env) events.Data {
+			return &events.Closed{Base: events.Base{PR: e.pr, HeadSHA: e.head}}
+		}},
+		{name: "merged", gone: true, end: func(e *env) events.Data {
+			return &events.Merged{Base: events.Base{PR: e.pr, HeadSHA: e.head}, MergeSHA: e.head}
+		}},
+		{name: "a dry run's merge", end: func(e *env) events.Data {
+			return &events.Merged{Base: events.Base{PR: e.pr, HeadSHA: e.head}, DryRun: true}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.start(config())
+			e.request(events.ReasonChecksFailed, "1")
+			e.waitSettled(1)
+			assert.Equal(t, []string{escalator.RecordKey(e.pr)}, e.keys(), "the record; the claim is released")
+
+			e.emitEvent(tt.end(e), "end")
+			e.waitSettled(2)
+			if !tt.gone {
+				assert.Len(t, e.keys(), 1)
+				return
+			}
+			assert.Empty(t, e.keys())
+			assert.Empty(t, e.record().Done)
 		})
 	}
 }

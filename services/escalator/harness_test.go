@@ -1,11 +1,14 @@
 package escalator_test
 
 import (
+	"encoding/json"
+	"errors"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
@@ -20,24 +23,23 @@ import (
 	"github.com/prloop/prloop/pkg/metrics/metricstest"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
-	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/escalator"
 )
 
 const waitFor = 15 * time.Second
 
 // env is an escalator test world: embedded NATS, the GitHub simulator with
-// one open PR, the state store and a recorder of every event.
+// one open PR, the escalator's bucket and a recorder of every event.
 type env struct {
 	t *testing.T
 	*simtest.World
-	sim   *ghsim.Sim
-	conn  *natsx.Conn
-	store *state.Store
-	rec   *eventstest.Recorder
-	pr    ghref.PR
-	head  string
-	emit  *events.Emitter
+	sim    *ghsim.Sim
+	conn   *natsx.Conn
+	claims *kvlease.Bucket
+	rec    *eventstest.Recorder
+	pr     ghref.PR
+	head   string
+	emit   *events.Emitter
 	// reg holds the metrics of every replica.
 	reg *prometheus.Registry
 }
@@ -50,12 +52,12 @@ func newEnv(t *testing.T) *env {
 	pr, err := w.Sim.OpenPR(w.Repo, ghsim.PRInput{Title: "Add f", Head: "feat", Author: "agent"})
 	require.NoError(t, err)
 	conn := natstest.Start(t)
-	store, err := state.Ensure(t.Context(), conn.JS, 1)
-	require.NoError(t, err)
 	_, err = escalator.EnsureClaims(t.Context(), conn.JS, 1)
 	require.NoError(t, err)
+	claims, err := kvlease.OpenBucket(t.Context(), conn.JS, escalator.ClaimBucket)
+	require.NoError(t, err)
 	return &env{
-		t: t, World: w, sim: w.Sim, conn: conn, store: store, rec: eventstest.Record(t, conn.JS),
+		t: t, World: w, sim: w.Sim, conn: conn, claims: claims, rec: eventstest.Record(t, conn.JS),
 		pr: pr, head: head, emit: events.NewEmitter(conn.JS, "test"), reg: metrics.NewRegistry(),
 	}
 }
@@ -79,10 +81,8 @@ func (e *env) start(cfg escalator.Config) (stop func()) {
 	conn := natstest.Connect(e.t, e.conn)
 	claims, err := kvlease.OpenBucket(e.t.Context(), conn.JS, escalator.ClaimBucket)
 	require.NoError(e.t, err)
-	store, err := state.Ensure(e.t.Context(), conn.JS, 1)
-	require.NoError(e.t, err)
 	return apptest.Run(e.t, escalator.New(cfg, escalator.Deps{
-		GitHub: e.Client(e.t), JS: conn.JS, Store: store, Claims: claims, Webhook: escalator.WebhookOf(cfg),
+		GitHub: e.Client(e.t), JS: conn.JS, Claims: claims, Webhook: escalator.WebhookOf(cfg),
 		Log: slog.New(slog.DiscardHandler), Metrics: metrics.NewEscalator(e.reg),
 	}))
 }
@@ -100,6 +100,43 @@ func (e *env) request(reason events.Reason, id string, mut ...func(*events.Escal
 	}
 	_, _, err := e.emit.Emit(e.t.Context(), d, string(reason), id)
 	require.NoError(e.t, err)
+}
+
+// emitEvent publishes d with id parts parts, as another service would.
+func (e *env) emitEvent(d events.Data, parts ...string) {
+	e.t.Helper()
+	_, _, err := e.emit.Emit(e.t.Context(), d, parts...)
+	require.NoError(e.t, err)
+}
+
+// resolve is the poller's part when it sees the label gone: it announces
+// the new escalation epoch. It returns once the escalator recorded it.
+func (e *env) resolve(epoch int) {
+	e.t.Helper()
+	e.emitEvent(&events.EscalationResolved{Base: events.Base{PR: e.pr, HeadSHA: e.head}, Epoch: epoch}, events.EpochPart(epoch))
+	require.Eventually(e.t, func() bool { return e.record().Resolved == epoch }, waitFor, 10*time.Millisecond,
+		"the escalator never recorded the resolution of epoch %d", epoch)
+}
+
+// record reads the escalator's record of the PR (empty when there is none).
+func (e *env) record() escalator.Record {
+	e.t.Helper()
+	var rec escalator.Record
+	kv, err := e.claims.Get(e.t.Context(), escalator.RecordKey(e.pr))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return rec
+	}
+	require.NoError(e.t, err)
+	require.NoError(e.t, json.Unmarshal(kv.Value(), &rec))
+	return rec
+}
+
+// keys returns the keys in the escalator's bucket.
+func (e *env) keys() []string {
+	e.t.Helper()
+	keys, err := e.claims.KeysMatching(e.t.Context())
+	require.NoError(e.t, err)
+	return keys
 }
 
 // metric reads a metric of the replicas (see metricstest.Value).

@@ -1,23 +1,32 @@
 // Package escalator is prloop's escalator service: when the loop is stuck
-// it brings in a human, once per PR and reason. It consumes ReviewTimeout
-// and PREscalationRequested, labels the PR (PRLOOP_ESCALATION_LABEL), posts
-// one comment that says why, what was tried and what to do next, notifies
-// an optional webhook, records the escalation in the PR's state and
-// publishes PREscalated.
+// it brings in a human, once per PR, reason and escalation epoch. It
+// consumes ReviewTimeout and PREscalationRequested, labels the PR
+// (PRLOOP_ESCALATION_LABEL), posts one comment that says why, what was
+// tried and what to do next, notifies an optional webhook, publishes
+// PREscalated and records the escalation in its own record of the PR.
+//
+// The escalator reads and writes no other service's records: what it
+// needs to know about a PR comes as events, and what it remembers lives in
+// its own bucket, PRLOOP_ESCALATIONS (ClaimBucket), next to its claims:
+// one Record per PR (RecordKey) with the escalation done per reason and
+// epoch, and the latest epoch a human resolved (PREscalationResolved). It
+// deletes the record when it learns the PR was closed or merged (PRClosed,
+// PRMerged), so the bucket holds open PRs only.
 //
 // Exactly once, across redeliveries, replicas and crashes:
 //
-//   - An escalation recorded in state.PR.Escalations[reason] is not done
-//     again in the same escalation epoch (state.PR.Epoch, which the poller
-//     bumps when a human removes the label): the epoch is read before
-//     anything is done and carried by everything the escalation leaves
-//     behind (the comment's marker, the webhook's key, PREscalated's id and
-//     data), and the escalation is recorded only if the epoch is still
-//     current, so that a label removed while the escalator was still at
+//   - The escalation epoch comes from the request (the event that asked
+//     carries it), and everything the escalation leaves behind carries it
+//     too (the comment's marker, the webhook's key, PREscalated's id and
+//     data). A request of an epoch older than the latest one resolved is
+//     old news: it is logged and acked, nothing else. An escalation done
+//     for the reason in the request's epoch is not done again. An
+//     escalation is recorded only if its epoch was not resolved
+//     meanwhile, so that a label removed while the escalator was still at
 //     work does not suppress the next escalation of the reason.
 //   - One replica at a time works on a PR and reason: it holds a lease in
-//     the KV bucket PRLOOP_ESCALATIONS (package kvlease); another replica
-//     gets the request redelivered later and then finds it recorded.
+//     the same bucket (package kvlease); another replica gets the request
+//     redelivered later and then finds it recorded.
 //   - The label is idempotent; the comment starts with a hidden marker
 //     (Marker) that is looked for before posting, so a crash between
 //     posting and recording does not post twice; PREscalated has an id
@@ -46,17 +55,20 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // Name is the service's name: its durable consumer, its event source
 // (/prloop/escalator) and its log attribute.
 const Name = "escalator"
 
-// Types are the event types the service consumes.
-var Types = []events.Type{events.TypeReviewTimeout, events.TypeEscalationRequested}
+// Types are the event types the service consumes: the requests, and what
+// keeps its records of a PR current.
+var Types = []events.Type{
+	events.TypeReviewTimeout, events.TypeEscalationRequested, events.TypeEscalationResolved, events.TypeClosed, events.TypeMerged,
+}
 
-// ClaimBucket is the KV bucket of escalation claims (leases).
+// ClaimBucket is the escalator's KV bucket: its claims (leases) and its
+// records of PRs (Record).
 const ClaimBucket = "PRLOOP_ESCALATIONS"
 
 // GitHub is the part of the GitHub client the escalator uses.
@@ -67,14 +79,6 @@ type GitHub interface {
 }
 
 var _ GitHub = (*github.Client)(nil)
-
-// Store is the part of the state store the escalator uses.
-type Store interface {
-	Get(ctx context.Context, pr ghref.PR) (state.PR, uint64, error)
-	Update(ctx context.Context, pr ghref.PR, fn func(*state.PR) error) (state.PR, error)
-}
-
-var _ Store = (*state.Store)(nil)
 
 // Notifier delivers the webhook summary.
 type Notifier interface {
@@ -87,8 +91,8 @@ var _ Notifier = Webhook{}
 type Deps struct {
 	GitHub GitHub
 	JS     events.JetStreamConsumer
-	Store  Store
-	// Claims is the PRLOOP_ESCALATIONS bucket (EnsureClaims).
+	// Claims is the PRLOOP_ESCALATIONS bucket (EnsureClaims): claims and
+	// records.
 	Claims kvlease.KV
 	// Webhook is nil when no webhook is configured.
 	Webhook Notifier
@@ -137,9 +141,9 @@ func WebhookOf(cfg Config) Notifier {
 	return Webhook{URL: cfg.WebhookURL, Client: &http.Client{}, Retries: cfg.WebhookRetries, Backoff: cfg.WebhookBackoff, Timeout: cfg.WebhookTimeout}
 }
 
-// EnsureClaims creates or updates the claims bucket.
+// EnsureClaims creates or updates the escalator's bucket.
 func EnsureClaims(ctx context.Context, js kvlease.BucketManager, replicas int) (jetstream.KeyValue, error) {
-	return kvlease.EnsureBucket(ctx, js, ClaimBucket, "prloop escalations in progress (leases)", replicas)
+	return kvlease.EnsureBucket(ctx, js, ClaimBucket, "prloop escalations: in progress (leases) and done, per PR", replicas)
 }
 
 // FromRuntime builds the escalator for a process: the GitHub client from
@@ -149,13 +153,19 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	if err != nil {
 		return nil, err
 	}
-	claims, err := EnsureClaims(ctx, rt.JS, rt.Common.StreamReplicas)
+	kv, err := EnsureClaims(ctx, rt.JS, rt.Common.StreamReplicas)
+	if err != nil {
+		return nil, err
+	}
+	// Exact drops the marker of a deleted record or released claim, so
+	// that keys of closed PRs do not pile up as markers.
+	claims, err := kvlease.Exact(ctx, rt.JS, kv)
 	if err != nil {
 		return nil, err
 	}
 	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
 	return New(cfg, Deps{
-		GitHub: client, JS: rt.JS, Store: rt.Store, Claims: claims, Webhook: WebhookOf(cfg), Log: rt.Log.With("component", Name),
+		GitHub: client, JS: rt.JS, Claims: claims, Webhook: WebhookOf(cfg), Log: rt.Log.With("component", Name),
 		Metrics: metrics.NewEscalator(rt.Registry),
 	}), nil
 }
@@ -168,8 +178,20 @@ func (s *Service) Run(ctx context.Context) error {
 	}, s.handle)
 }
 
-// handle adapts a consumed event to Escalate.
+// handle adapts a consumed event to Escalate, or to the change of the
+// PR's record it implies.
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
+	switch d := m.Data.(type) {
+	case *events.EscalationResolved:
+		return s.resolved(ctx, d.PR, d.Epoch)
+	case *events.Closed:
+		return s.forget(ctx, d.PR)
+	case *events.Merged:
+		if d.DryRun {
+			return nil // nothing merged: the PR is still open
+		}
+		return s.forget(ctx, d.PR)
+	}
 	r, ok, err := RequestOf(m.Data)
 	if !ok {
 		return nil
@@ -188,13 +210,11 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 var errInProgress = errors.New("escalation in progress elsewhere")
 
 // Escalate brings in a human for r, unless that was done already for the
-// PR and reason: label, comment, webhook, PREscalated, state.
+// PR, reason and epoch, or a human resolved the request's epoch since:
+// label, comment, webhook, PREscalated, record.
 func (s *Service) Escalate(ctx context.Context, r Request) error {
-	log := s.log.With("pr", r.PR.String(), "reason", r.Reason, "severity", r.Severity)
-	if done, _, err := s.recorded(ctx, r); err != nil || done {
-		if done {
-			log.Info("already escalated; nothing to do")
-		}
+	log := s.log.With("pr", r.PR.String(), "reason", r.Reason, "severity", r.Severity, "epoch", r.Epoch)
+	if skip, err := s.skip(ctx, r, log); err != nil || skip {
 		return err
 	}
 	lease, err := kvlease.Acquire(ctx, s.d.Claims, claimKey(r), s.d.Holder, kvlease.Options{
@@ -209,11 +229,10 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	lctx, release := lease.Hold(ctx)
 	defer release()
 	// Someone may have finished between the first look and the claim.
-	done, epoch, err := s.recorded(lctx, r)
-	if err != nil || done {
+	if skip, err := s.skip(lctx, r, log); err != nil || skip {
 		return err
 	}
-	log = log.With("epoch", epoch)
+	epoch := r.Epoch
 	key := claimKey(r) + "." + events.EpochPart(epoch)
 
 	opts := CommentOptions{Label: s.cfg.Label, Mentions: s.cfg.Mentions}
@@ -252,20 +271,7 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	}, string(r.Reason), r.HeadSHA, events.EpochPart(epoch)); err != nil {
 		return err
 	}
-	at := s.d.Now().UTC()
-	if _, err := s.d.Store.Update(lctx, r.PR, func(p *state.PR) error {
-		if p.Epoch != epoch {
-			return state.ErrNoChange // the label is gone already: the next escalation is news
-		}
-		if _, ok := p.Escalations[r.Reason]; ok {
-			return state.ErrNoChange
-		}
-		if p.Escalations == nil {
-			p.Escalations = map[events.Reason]time.Time{}
-		}
-		p.Escalations[r.Reason] = at
-		return nil
-	}); err != nil {
+	if err := s.recordDone(lctx, r, s.d.Now().UTC()); err != nil {
 		return err
 	}
 	s.d.Metrics.Escalated(r.Reason, r.Severity)
@@ -273,18 +279,18 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	return nil
 }
 
-// recorded reports whether the escalation is in the PR's state, and the
-// PR's current escalation epoch.
-func (s *Service) recorded(ctx context.Context, r Request) (bool, int, error) {
-	p, _, err := s.d.Store.Get(ctx, r.PR)
-	if errors.Is(err, state.ErrNotFound) {
-		return false, 0, nil
-	}
+// skip reports, with a log line, that r needs nothing done: it was done
+// already, or it is old news.
+func (s *Service) skip(ctx context.Context, r Request, log *slog.Logger) (bool, error) {
+	rec, err := s.record(ctx, r.PR)
 	if err != nil {
-		return false, 0, err
+		return false, err
 	}
-	_, ok := p.Escalations[r.Reason]
-	return ok, p.Epoch, nil
+	why := rec.skip(r)
+	if why != "" {
+		log.Info("nothing to escalate", "why", why)
+	}
+	return why != "", nil
 }
 
 // comment posts the escalation comment unless one with its marker is
@@ -308,6 +314,3 @@ func (s *Service) comment(ctx context.Context, r Request, epoch int, opts Commen
 	}
 	return true, nil
 }
-
-// claimKey is the claim's key: the PR's state key and the reason.
-func claimKey(r Request) string { return state.Key(r.PR) + "." + events.EncodeToken(string(r.Reason)) }

@@ -25,25 +25,22 @@ import (
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/review"
-	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/merger"
 )
 
 const waitFor = 15 * time.Second
 
 // env is a merger test world: embedded NATS, the GitHub simulator with one
-// repository, the state store, the queue bucket and a recorder of every
-// event.
+// repository, the queue bucket and a recorder of every event.
 type env struct {
 	t *testing.T
 	*simtest.World
-	sim   *ghsim.Sim
-	conn  *natsx.Conn
-	store *state.Store
-	kv    jetstream.KeyValue
-	rec   *eventstest.Recorder
-	repo  ghref.Repo
-	emit  *events.Emitter
+	sim  *ghsim.Sim
+	conn *natsx.Conn
+	kv   jetstream.KeyValue
+	rec  *eventstest.Recorder
+	repo ghref.Repo
+	emit *events.Emitter
 	// reg holds the metrics of every replica.
 	reg *prometheus.Registry
 	// deps, when set, adjusts the dependencies of every replica started.
@@ -52,6 +49,10 @@ type env struct {
 	mu sync.Mutex
 	// thumbs holds alice's 👍 per PR, so that approving again reuses it.
 	thumbs map[int]int64
+	// anchors holds when the poller first saw each head (watch), which its
+	// PRReviewApproved says; epochs each PR's escalation epoch.
+	anchors map[string]time.Time
+	epochs  map[int]int
 }
 
 // newEnv builds the world with the simulator's page size capped at
@@ -71,17 +72,15 @@ func newEnvWith(t *testing.T, opts ...simtest.Option) *env {
 	t.Helper()
 	w := simtest.Start(t, map[string]string{"main.go": "package main\n", "README.md": "# widgets\n"}, opts...)
 	conn := natstest.Start(t)
-	store, err := state.Ensure(t.Context(), conn.JS, 1)
-	require.NoError(t, err)
 	kv, err := merger.EnsureQueue(t.Context(), conn.JS, 1)
 	require.NoError(t, err)
 	for _, reviewer := range []string{"alice", "bob"} {
 		require.NoError(t, w.Sim.SetPermission(w.Repo, reviewer, "write"))
 	}
 	return &env{
-		t: t, World: w, sim: w.Sim, conn: conn, store: store, kv: kv,
+		t: t, World: w, sim: w.Sim, conn: conn, kv: kv,
 		rec: eventstest.Record(t, conn.JS), repo: w.Repo, emit: events.NewEmitter(conn.JS, "test"),
-		reg: metrics.NewRegistry(), thumbs: map[int]int64{},
+		reg: metrics.NewRegistry(), thumbs: map[int]int64{}, anchors: map[string]time.Time{}, epochs: map[int]int{},
 	}
 }
 
@@ -105,14 +104,12 @@ func (e *env) start(cfg merger.Config, holder string, gh ...merger.GitHub) (stop
 	conn := natstest.Connect(e.t, e.conn)
 	kv, err := kvlease.OpenBucket(e.t.Context(), conn.JS, merger.Bucket)
 	require.NoError(e.t, err)
-	store, err := state.Ensure(e.t.Context(), conn.JS, 1)
-	require.NoError(e.t, err)
 	var client merger.GitHub = e.Client(e.t)
 	if len(gh) > 0 {
 		client = gh[0]
 	}
 	d := merger.Deps{
-		GitHub: client, JS: conn.JS, Queue: kv, Store: store, Log: slog.New(slog.DiscardHandler), Holder: holder,
+		GitHub: client, JS: conn.JS, Queue: kv, Log: slog.New(slog.DiscardHandler), Holder: holder,
 		Self: simtest.Login, Metrics: metrics.NewMerger(e.reg),
 	}
 	if e.deps != nil {
@@ -145,8 +142,8 @@ func (e *env) queuedPending(gh ...merger.GitHub) (ghref.PR, string) {
 	return pr, head
 }
 
-// approve approves head as alice and the poller do: the poller's record of
-// the head (watch), alice's 👍 on GitHub (once per PR), and PRReviewApproved
+// approve approves head as alice and the poller do: the poller sees the
+// head (watch), alice's 👍 on GitHub (once per PR), and PRReviewApproved
 // on the bus; id tells apart publishes of the same approval.
 func (e *env) approve(pr ghref.PR, head, id string) {
 	e.t.Helper()
@@ -160,18 +157,23 @@ func (e *env) approve(pr ghref.PR, head, id string) {
 	e.announce(pr, head, id)
 }
 
-// watch records head in the PR's state as the poller does when it first
-// sees it: anchored at the simulator's present.
-func (e *env) watch(pr ghref.PR, head string) {
+// watch is the poller seeing head for the first time: it anchors it at the
+// simulator's present, and its PRReviewApproved of head says so.
+func (e *env) watch(_ ghref.PR, head string) {
 	e.t.Helper()
-	_, err := e.store.Update(e.t.Context(), pr, func(p *state.PR) error {
-		if p.HeadSHA == head {
-			return state.ErrNoChange
-		}
-		p.HeadSHA, p.HeadAnchor, p.Status = head, e.sim.Now(), events.StatusPending
-		return nil
-	})
-	require.NoError(e.t, err)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.anchors[head]; !ok {
+		e.anchors[head] = e.sim.Now()
+	}
+}
+
+// resume is a human removing the escalation label of pr: the poller's
+// approvals carry the next escalation epoch from now on.
+func (e *env) resume(pr ghref.PR) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.epochs[pr.Number]++
 }
 
 // thumbsUp gives alice's 👍 on the PR and returns its id.
@@ -186,11 +188,17 @@ func (e *env) thumbsUp(pr ghref.PR) int64 {
 }
 
 // announce publishes PRReviewApproved for head and nothing else: what the
-// poller does after it saw an approval, or a forger without one.
+// poller does after it saw an approval, or a forger without one. It
+// carries the head's anchor (none for a head never watched) and the PR's
+// escalation epoch.
 func (e *env) announce(pr ghref.PR, head, id string) {
 	e.t.Helper()
+	e.mu.Lock()
+	anchor, epoch := e.anchors[head], e.epochs[pr.Number]
+	e.mu.Unlock()
 	_, _, err := e.emit.Emit(e.t.Context(), &events.ReviewApproved{
 		Base: events.Base{PR: pr, HeadSHA: head}, Status: events.StatusApproved, Approvers: []string{"alice"},
+		Anchor: anchor, Epoch: epoch,
 	}, head, id)
 	require.NoError(e.t, err)
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/metrics"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // maxFailures bounds transient errors (GitHub or git unreachable) on one
@@ -59,6 +58,9 @@ func (s *Service) process(ctx context.Context, st stored) error {
 				return s.stepFailed(ctx, &st, err, log)
 			}
 		}
+		if err := s.announceUpdate(ctx, &st); err != nil {
+			return s.stepFailed(ctx, &st, err, log)
+		}
 		if st.WaitingSince.IsZero() {
 			st.WaitingSince = s.d.Now()
 			if err := s.q.save(ctx, &st); err != nil {
@@ -77,16 +79,9 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		var approval ApprovalCheck
 		if live && v.HeadSHA == st.Head {
 			// Last before deciding, so that a merge follows it closely.
-			var anchor time.Time
-			approval, anchor, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, log)
+			approval, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, log)
 			if err != nil {
 				return s.retryLater(ctx, &st, err, log)
-			}
-			if st.Anchor.IsZero() && !anchor.IsZero() {
-				st.Anchor = anchor
-				if err := s.q.save(ctx, &st); err != nil {
-					return s.saved(err)
-				}
 			}
 		}
 		d := Decide(Input{
@@ -166,7 +161,7 @@ func (s *Service) adoptOwnUpdate(ctx context.Context, st *stored, p *gh.PullRequ
 		}
 		if own {
 			log.Info("resuming after prloop's own branch update", "from", ghref.ShortSHA(st.Head), "to", ghref.ShortSHA(head))
-			return s.recordUpdate(ctx, st, head, log)
+			return s.recordUpdate(ctx, st, head)
 		}
 		log.Warn("the head moved during prloop's branch update, but not to the head prloop would have made; the approval does not carry over",
 			"from", ghref.ShortSHA(st.Head), "to", ghref.ShortSHA(head))
@@ -178,14 +173,17 @@ func (s *Service) adoptOwnUpdate(ctx context.Context, st *stored, p *gh.PullRequ
 // adoptApprovedHead handles a head that moved to one prloop did not make:
 // when GitHub shows that head approved in its own right, the entry goes on
 // with it rather than leaving and waiting for the poller to say so again;
-// otherwise Decide drops the stale approval.
+// otherwise Decide drops the stale approval. Nothing says when that head
+// was first seen, so only a native review of it can show that (no
+// reaction or comment counts); a head approved otherwise comes back with
+// the poller's PRReviewApproved and its anchor.
 func (s *Service) adoptApprovedHead(ctx context.Context, st *stored, head, author string, log *slog.Logger) error {
-	check, anchor, err := s.verify(ctx, st.PR, author, head, head, time.Time{}, log)
+	check, err := s.verify(ctx, st.PR, author, head, head, time.Time{}, log)
 	if err != nil || !check.Approved {
 		return err
 	}
 	log.Info("the head moved to one approved in its own right; going on with it", "from", ghref.ShortSHA(st.Head), "to", ghref.ShortSHA(head), "approvers", check.Approvers)
-	st.ApprovedHead, st.Head, st.Anchor, st.Approvers = head, head, anchor, check.Approvers
+	st.ApprovedHead, st.Head, st.Anchor, st.Approvers = head, head, time.Time{}, check.Approvers
 	st.WaitingSince, st.MergingHead, st.Refusals = s.d.Now(), "", 0
 	return s.q.save(ctx, st)
 }
@@ -210,22 +208,36 @@ func (s *Service) madeFrom(ctx context.Context, st *stored, p *gh.PullRequest, h
 }
 
 // recordUpdate makes head, which prloop made from the approved head, the
-// head the approval applies to, and tells the poller through the PR's state.
-func (s *Service) recordUpdate(ctx context.Context, st *stored, head string, log *slog.Logger) error {
+// head the approval applies to, and tells the poller with PRBranchUpdated.
+func (s *Service) recordUpdate(ctx context.Context, st *stored, head string) error {
 	st.Head, st.UpdatingFrom, st.UpdatingTo, st.WaitingSince = head, "", "", s.d.Now()
 	if err := s.q.save(ctx, st); err != nil {
 		return err
 	}
-	if _, err := s.d.Store.Update(ctx, st.PR, func(p *state.PR) error {
-		if p.MergeUpdatedHeadSHA == head {
-			return state.ErrNoChange
-		}
-		p.MergeUpdatedHeadSHA = head
+	return s.announceUpdate(ctx, st)
+}
+
+// announceUpdate publishes PRBranchUpdated for the entry's head when
+// prloop made it and has not said so yet, and records that it has. The
+// entry holds the head before the event says so (recordUpdate), so a
+// publish lost to an error or a crash is made on the next pass, with the
+// same id (the head and the entry's approval), which JetStream drops if
+// the first one got through after all.
+func (s *Service) announceUpdate(ctx context.Context, st *stored) error {
+	if st.Head == st.ApprovedHead || st.UpdateAnnounced == st.Head {
 		return nil
-	}); err != nil {
-		log.Warn("cannot record prloop's branch update in the PR's state", "head", ghref.ShortSHA(head), "err", err)
 	}
-	return nil
+	method := "update-branch"
+	if s.cfg.UpdateMethod == UpdateRebase {
+		method = "rebase"
+	}
+	if _, _, err := s.emit.Emit(ctx, &events.BranchUpdated{
+		Base: events.Base{PR: st.PR, HeadSHA: st.Head}, PreviousHeadSHA: st.ApprovedHead, Method: method,
+	}, ghref.EventSHA(st.Head), strconv.FormatUint(st.Seq, 10)); err != nil {
+		return err
+	}
+	st.UpdateAnnounced = st.Head
+	return s.q.save(ctx, st)
 }
 
 // checks evaluates head's checks against those the base requires and those
@@ -318,7 +330,7 @@ func (s *Service) updateBranch(ctx context.Context, st *stored, p *gh.PullReques
 		return true, s.retryLater(ctx, st, err, log)
 	}
 	log.Info("branch updated; waiting for the new head's checks", "from", ghref.ShortSHA(from), "to", ghref.ShortSHA(head))
-	if err := s.recordUpdate(ctx, st, head, log); err != nil {
+	if err := s.recordUpdate(ctx, st, head); err != nil {
 		return true, s.saved(err)
 	}
 	return false, nil
@@ -439,6 +451,7 @@ func (s *Service) fail(ctx context.Context, st stored, reason events.Reason, why
 	if !s.cfg.DryRun {
 		if _, _, err := s.emit.Emit(ctx, &events.EscalationRequested{
 			Base: b, Reason: reason, Severity: events.SeverityBlocking, Detail: why, LastError: st.LastError, Actor: Name,
+			Epoch: st.Epoch,
 		}, string(reason), st.Head, seq); err != nil {
 			return err
 		}
@@ -453,16 +466,14 @@ func (s *Service) fail(ctx context.Context, st stored, reason events.Reason, why
 
 // drop takes the entry out of its queue without merging and without
 // asking for a human, and says so with PRMergeFailed: no exit from a queue
-// is silent. A withdrawn approval also makes the poller announce the PR's
-// status again, so that an approval given back queues it again.
+// is silent. On a withdrawn approval (reason approval_withdrawn) the
+// poller announces the PR's status again, so that an approval given back
+// queues it again.
 func (s *Service) drop(ctx context.Context, st stored, reason events.Reason, why string, log *slog.Logger) error {
 	if _, _, err := s.emit.Emit(ctx, &events.MergeFailed{
 		Base: events.Base{PR: st.PR, HeadSHA: st.Head}, Reason: reason, Detail: why, DryRun: s.cfg.DryRun,
 	}, string(reason), st.Head, strconv.FormatUint(st.Seq, 10)); err != nil {
 		return err
-	}
-	if reason == events.ReasonApprovalWithdrawn {
-		s.resetApproval(ctx, st, log)
 	}
 	log.Info("left the merge queue without merging", "reason", reason, "why", why)
 	return s.left(ctx, st, metrics.MergeDropped)
@@ -474,7 +485,7 @@ func (s *Service) drop(ctx context.Context, st stored, reason events.Reason, why
 func (s *Service) requeue(ctx context.Context, st stored, base, why string, log *slog.Logger) error {
 	e := Entry{
 		PR: st.PR, Base: base, Seq: st.Seq, ApprovedHead: st.ApprovedHead, Head: st.Head,
-		Approvers: st.Approvers, QueuedAt: st.QueuedAt, Anchor: st.Anchor,
+		Approvers: st.Approvers, QueuedAt: st.QueuedAt, Anchor: st.Anchor, Epoch: st.Epoch, UpdateAnnounced: st.UpdateAnnounced,
 	}
 	var ns stored
 	if key := entryKey(st.PR, base); key == st.key {

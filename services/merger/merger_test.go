@@ -69,9 +69,10 @@ func TestMerger_TwoPRsMergeInArrivalOrder(t *testing.T) {
 			require.Eventually(t, func() bool { return e.metric("prloop_merge_results_total", "result", "merged") == 2 }, waitFor, 5*time.Millisecond)
 			assert.Equal(t, 2.0, e.metric("prloop_merge_results_total"), "no other result")
 
-			st, _, err := e.store.Get(t.Context(), pr2)
-			require.NoError(t, err)
-			assert.Equal(t, m2.HeadSHA, st.MergeUpdatedHeadSHA, "the PR's state says prloop made the new head")
+			upd := e.rec.Wait(t, pr2, events.TypeBranchUpdated, waitFor).Data.(*events.BranchUpdated)
+			assert.Equal(t, m2.HeadSHA, upd.HeadSHA, "PRBranchUpdated tells the poller prloop made the new head")
+			assert.Equal(t, head2, upd.PreviousHeadSHA)
+			assert.Equal(t, "update-branch", upd.Method)
 			for _, c := range []struct {
 				pr  ghref.PR
 				sha string
@@ -93,7 +94,7 @@ func TestMerger_TwoPRsMergeInArrivalOrder(t *testing.T) {
 			assert.Equal(t, "Body of Add a.", e.git("log", "-1", "--format=%b", m1.MergeSHA), "the commit body is the PR's")
 			assert.Equal(t, "a", e.git("show", "main:a.txt"))
 			assert.Equal(t, "b", e.git("show", "main:b.txt"))
-			assert.Equal(t, []events.Type{events.TypeReviewApproved, events.TypeMergeQueued, events.TypeMerged}, e.rec.Types(pr2))
+			assert.Equal(t, []events.Type{events.TypeReviewApproved, events.TypeMergeQueued, events.TypeBranchUpdated, events.TypeMerged}, e.rec.Types(pr2))
 		})
 	}
 }
@@ -209,8 +210,9 @@ func TestMerger_FailingChecksEscalate(t *testing.T) {
 
 // TestMerger_FailingChecksEscalateAgainAfterTheLabelWasRemoved: a human
 // removed the escalation label and the poller announced the approval of the
-// same head anew; the checks fail again and that failure is news: a second
-// PREscalationRequested and PRMergeFailed, not duplicates of the first.
+// same head anew, in the next escalation epoch; the checks fail again and
+// that failure is news: a second PREscalationRequested, of the new epoch,
+// and PRMergeFailed, not duplicates of the first.
 func TestMerger_FailingChecksEscalateAgainAfterTheLabelWasRemoved(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -220,16 +222,47 @@ func TestMerger_FailingChecksEscalateAgainAfterTheLabelWasRemoved(t *testing.T) 
 	e.approve(pr, head, "1")
 	e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor)
 	e.waitQueueEmpty()
+	assert.Zero(t, e.rec.Wait(t, pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested).Epoch)
 
+	e.resume(pr)
 	e.approve(pr, head, "2") // the status published anew after the resume
 	esc := e.rec.WaitCount(t, pr, events.TypeEscalationRequested, 2, waitFor).Data.(*events.EscalationRequested)
 	assert.Equal(t, events.ReasonChecksFailed, esc.Reason)
 	assert.Equal(t, head, esc.HeadSHA)
+	assert.Equal(t, 1, esc.Epoch, "the request carries the approval's epoch")
 	failed := e.rec.WaitCount(t, pr, events.TypeMergeFailed, 2, waitFor).Data.(*events.MergeFailed)
 	assert.Equal(t, events.ReasonChecksFailed, failed.Reason)
 	e.waitQueueEmpty()
 	assert.Equal(t, 2, e.rec.Count(pr, events.TypeEscalationRequested))
 	assert.Equal(t, 2, e.rec.Count(pr, events.TypeMergeFailed))
+}
+
+// TestMerger_QueuedEntryTakesTheEpochOfAFreshApproval: a PR waits in the
+// queue when a human resolves an escalation and the poller announces its
+// approval again, in the new epoch. The PR stays queued once, and when its
+// checks then fail the escalation request carries the new epoch: with the
+// old one the escalator would take it for old news.
+func TestMerger_QueuedEntryTakesTheEpochOfAFreshApproval(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	pr, head := e.queuedPending()
+	e.resume(pr)
+	e.announce(pr, head, "2")
+	require.Eventually(t, func() bool {
+		c, err := e.conn.JS.Consumer(t.Context(), events.StreamName, merger.Name)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(t.Context())
+		return err == nil && info.AckFloor.Consumer >= 2 && len(e.keys("pending.>")) == 0
+	}, waitFor, 10*time.Millisecond, "the fresh approval was never settled")
+
+	require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "failure"))
+	esc := e.rec.Wait(t, pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
+	assert.Equal(t, events.ReasonChecksFailed, esc.Reason)
+	assert.Equal(t, 1, esc.Epoch)
+	e.waitQueueEmpty()
+	assert.Equal(t, 1, e.rec.Count(pr, events.TypeMergeQueued), "queued once")
 }
 
 // TestMerger_ConflictEscalates: two PRs change the same line; the first
@@ -398,6 +431,11 @@ func TestMerger_RebaseUpdateAndDeleteBranch(t *testing.T) {
 	assert.NotEqual(t, head2, m2.HeadSHA)
 	assert.Equal(t, m1.MergeSHA, e.git("rev-parse", m2.HeadSHA+"^"), "PR 2 was rebased onto PR 1's squash commit")
 	assert.Equal(t, "Add b", e.git("log", "-1", "--format=%s", m2.HeadSHA), "the rebase keeps the commit")
+	upd := e.rec.Wait(t, pr2, events.TypeBranchUpdated, waitFor).Data.(*events.BranchUpdated)
+	assert.Equal(t, m2.HeadSHA, upd.HeadSHA)
+	assert.Equal(t, head2, upd.PreviousHeadSHA)
+	assert.Equal(t, "rebase", upd.Method)
+	assert.Equal(t, 1, e.rec.Count(pr2, events.TypeBranchUpdated))
 	assert.Zero(t, e.routeCount(routeUpdateBranch))
 	e.waitQueueEmpty()
 	refs := e.git("for-each-ref", "--format=%(refname)", "refs/heads/")

@@ -47,11 +47,14 @@ type Entry struct {
 	// SeenChecks names every check that reported on a head of the PR the
 	// merger looked at: each must report on later heads too before a merge.
 	SeenChecks []string `json:"seen_checks,omitempty"`
-	// Anchor is when ApprovedHead became the head, as the poller recorded
-	// it when the approval was verified: the fallback for judging
-	// reactions and comments once the poller's state has moved on to a
-	// head prloop made (see AnchorFor).
+	// Anchor is when ApprovedHead became the head, as the approval said:
+	// reactions and comments older than it do not count. Zero when
+	// unknown, and then none counts (native reviews still do).
 	Anchor time.Time `json:"anchor,omitzero"`
+	// Epoch is the PR's escalation epoch the approval belongs to: the
+	// merger's escalation requests carry it, so that the escalator can
+	// tell a request a human already answered.
+	Epoch int `json:"epoch,omitempty"`
 
 	// The fields below record progress, written before each step that
 	// changes GitHub, so that a replica taking over after a crash knows
@@ -63,6 +66,10 @@ type Entry struct {
 	UpdatingTo   string `json:"updating_to,omitempty"`
 	// MergingHead is the head a merge was requested for.
 	MergingHead string `json:"merging_head,omitempty"`
+	// UpdateAnnounced is the head prloop made whose PRBranchUpdated was
+	// published: Head is saved first, so a publish lost to a crash or an
+	// error is made on the next pass (see announceUpdate).
+	UpdateAnnounced string `json:"update_announced,omitempty"`
 	// WaitingFor are the checks PRMergeWaiting last said WaitingHead waits
 	// for; Announced counts those events (part of their ids).
 	WaitingHead string   `json:"waiting_head,omitempty"`
@@ -329,8 +336,15 @@ func (q queue) enqueue(ctx context.Context, e Entry) (stored, bool, error) {
 				return nil, fmt.Errorf("decode queue entry %s: %w", key, err)
 			}
 			if cur.ApprovedHead == e.ApprovedHead || cur.Head == e.ApprovedHead {
-				queued = &stored{Entry: cur, key: key, rev: rev}
-				return nil, kvlease.ErrUnchanged
+				queued = &stored{Entry: cur, key: key}
+				if !queued.refresh(e) {
+					return nil, kvlease.ErrUnchanged
+				}
+				body, err := json.Marshal(queued.Entry)
+				if err != nil {
+					return nil, fmt.Errorf("encode queue entry for %s: %w", e.PR, err)
+				}
+				return body, nil
 			}
 			e.SeenChecks = union(e.SeenChecks, cur.SeenChecks)
 		}
@@ -341,7 +355,8 @@ func (q queue) enqueue(ctx context.Context, e Entry) (stored, bool, error) {
 		return body, nil
 	})
 	switch {
-	case queued != nil:
+	case queued != nil && (err == nil || errors.Is(err, kvlease.ErrUnchanged)):
+		queued.rev = rev
 		return *queued, true, nil
 	case errors.Is(err, kvlease.ErrContended):
 		return stored{}, false, fmt.Errorf("queue %s: %w too often", e.PR, errReplaced)
@@ -349,6 +364,21 @@ func (q queue) enqueue(ctx context.Context, e Entry) (stored, bool, error) {
 		return stored{}, false, fmt.Errorf("queue %s: %w", e.PR, err)
 	}
 	return stored{Entry: e, key: key, rev: rev}, false, nil
+}
+
+// refresh takes what a newer announcement e of the entry's approval
+// knows: a later escalation epoch (a human resolved an escalation since,
+// so a failure is news again) and an anchor the entry lacked. It reports
+// whether the entry changed.
+func (en *Entry) refresh(e Entry) bool {
+	changed := false
+	if e.Epoch > en.Epoch {
+		en.Epoch, changed = e.Epoch, true
+	}
+	if en.Anchor.IsZero() && !e.Anchor.IsZero() && en.ApprovedHead == e.ApprovedHead {
+		en.Anchor, changed = e.Anchor, true
+	}
+	return changed
 }
 
 // position is the 1-based place of the entry with seq in its queue: 1 is

@@ -45,6 +45,17 @@
 // merge publishes PRMergeFailed with a reason. Steps that change GitHub are
 // written ahead into the entry, so a replica that takes over after a crash
 // can tell a merge or branch update prloop made from someone else's push.
+//
+// # Own records only
+//
+// The merger reads and writes no other service's records. What it needs
+// from the poller comes in PRReviewApproved: the head's anchor (review
+// signals older than it do not count) and the escalation epoch, both kept
+// in the queue entry. What the poller needs from the merger goes out as
+// events: PRBranchUpdated when prloop made a new head from the approved
+// one (the approval carries over to it), and PRMergeFailed with reason
+// approval_withdrawn, after which the poller announces the PR's status
+// again.
 package merger
 
 import (
@@ -60,14 +71,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/app"
-	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/review"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // Name is the service's name: its durable consumer, its event source
@@ -95,22 +104,12 @@ type GitHub interface {
 
 var _ GitHub = (*github.Client)(nil)
 
-// Store is the part of the state store the merger uses: it reads the head
-// anchor the poller recorded and records the heads prloop made.
-type Store interface {
-	Get(ctx context.Context, pr ghref.PR) (state.PR, uint64, error)
-	Update(ctx context.Context, pr ghref.PR, fn func(*state.PR) error) (state.PR, error)
-}
-
-var _ Store = (*state.Store)(nil)
-
 // Deps are the merger's dependencies.
 type Deps struct {
 	GitHub GitHub
 	JS     events.JetStreamConsumer
 	// Queue is the PRLOOP_MERGE_QUEUE bucket (EnsureQueue).
 	Queue QueueKV
-	Store Store
 	Log   *slog.Logger
 	// Holder names this replica in lock leases; default host, pid and a
 	// random suffix.
@@ -184,7 +183,7 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	}
 	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
 	return New(cfg, Deps{
-		GitHub: client, JS: rt.JS, Queue: kv, Store: rt.Store, Log: rt.Log.With("component", Name), GitToken: client.GitToken,
+		GitHub: client, JS: rt.JS, Queue: kv, Log: rt.Log.With("component", Name), GitToken: client.GitToken,
 		Self: rt.SelfLogin(ctx, client, cfg.GitHubLogin), Metrics: metrics.NewMerger(rt.Registry),
 	}), nil
 }
@@ -214,7 +213,9 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	if !ok {
 		return nil
 	}
-	if err := s.q.record(ctx, Approval{PR: d.PR, Head: d.HeadSHA, Approvers: d.Approvers, Seq: m.Seq}); err != nil {
+	if err := s.q.record(ctx, Approval{
+		PR: d.PR, Head: d.HeadSHA, Approvers: d.Approvers, Seq: m.Seq, Anchor: d.Anchor, Epoch: d.Epoch,
+	}); err != nil {
 		return err
 	}
 	s.Kick()
@@ -228,6 +229,12 @@ type Approval struct {
 	Approvers []string `json:"approvers,omitempty"`
 	// Seq is the approval's stream sequence: its place in line.
 	Seq uint64 `json:"seq"`
+	// Anchor is when Head became the head, as the poller says: review
+	// signals older than it do not count. Zero means unknown, and then no
+	// reaction or comment counts.
+	Anchor time.Time `json:"anchor,omitzero"`
+	// Epoch is the PR's escalation epoch, carried on to an escalation.
+	Epoch int `json:"epoch,omitempty"`
 }
 
 // settlePending queues the first pending approval of every repository
@@ -338,17 +345,17 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	}
 	e := Entry{
 		PR: a.PR, Base: v.BaseRef, Seq: a.Seq, ApprovedHead: a.Head, Head: a.Head,
-		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(),
+		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(), Anchor: a.Anchor, Epoch: a.Epoch,
 	}
 	if v.HeadSHA == a.Head {
-		check, anchor, err := s.verifyNew(ctx, a, p.GetUser().GetLogin(), log)
+		check, err := s.verify(ctx, a.PR, p.GetUser().GetLogin(), a.Head, a.Head, a.Anchor, log)
 		if err != nil {
 			return fmt.Errorf("queue %s: verify its approval: %w", a.PR, err)
 		}
 		if !check.Approved {
 			return s.notApproved(ctx, a, check.Why, log)
 		}
-		e.Approvers, e.Anchor = check.Approvers, anchor
+		e.Approvers = check.Approvers
 	}
 	var st stored
 	var again bool
@@ -377,28 +384,6 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	log.Info("queued for merge", "base", st.Base, "position", pos, "already_queued", again, "approvers", a.Approvers)
 	s.Kick()
 	return nil
-}
-
-// stateWait bounds how long Enqueue waits for the poller's record of a
-// head it has just announced (the poller publishes before it stores), so
-// that reactions and comments can be judged against its anchor.
-const stateWait = 3 * time.Second
-
-// verifyNew verifies an approval on arrival. Reactions and comments count
-// only against the anchor the poller recorded for the head; a verdict that
-// fails for want of one is tried again while the poller's record may still
-// be on its way.
-func (s *Service) verifyNew(ctx context.Context, a Approval, author string, log *slog.Logger) (ApprovalCheck, time.Time, error) {
-	deadline := s.d.Now().Add(stateWait)
-	for {
-		check, anchor, err := s.verify(ctx, a.PR, author, a.Head, a.Head, time.Time{}, log)
-		if err != nil || check.Approved || !anchor.IsZero() || s.d.Now().After(deadline) {
-			return check, anchor, err
-		}
-		if err := ctxtime.Sleep(ctx, min(s.cfg.PollInterval, 250*time.Millisecond)); err != nil {
-			return check, anchor, err
-		}
-	}
 }
 
 // notApproved answers an approval GitHub does not show: nothing is queued,

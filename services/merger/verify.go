@@ -2,7 +2,6 @@ package merger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/review"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // ApprovalInput is what CheckApproval judges the signals against.
@@ -19,8 +17,8 @@ type ApprovalInput struct {
 	// that would be merged: ApprovedHead, or a head prloop verifiably made
 	// from it by bringing it up to date with its base.
 	ApprovedHead, Head string
-	// Anchor is when ApprovedHead became the head, as the poller recorded
-	// it; zero when unknown, and then no reaction or comment can count,
+	// Anchor is when ApprovedHead became the head, as the poller's
+	// PRReviewApproved says; zero when unknown, and then no reaction or comment can count,
 	// since nothing proves it came after the head. Native reviews are
 	// judged by their commit_id and need no anchor.
 	Anchor time.Time
@@ -53,7 +51,7 @@ func CheckApproval(sig review.Signals, in ApprovalInput, pol review.Policy, auth
 	if v.Status != events.StatusApproved {
 		why := fmt.Sprintf("GitHub shows no approval of %s by an authorized reviewer (review status %s)", ghref.ShortSHA(in.ApprovedHead), v.Status)
 		if in.Anchor.IsZero() {
-			why += "; reactions and comments cannot count: prloop has not recorded when the head was first seen"
+			why += "; reactions and comments cannot count: the approval did not say when the head was first seen"
 		}
 		return ApprovalCheck{Why: why}
 	}
@@ -66,43 +64,18 @@ func CheckApproval(sig review.Signals, in ApprovalInput, pol review.Policy, auth
 	return ApprovalCheck{Approved: true, Approvers: v.Approvers}
 }
 
-// AnchorFor picks the anchor of e's approved head from the PR's state as
-// the poller recorded it: its HeadAnchor when the state's head is the
-// approved head, or a head prloop made from it to which the poller carried
-// the approval (it keeps the approved head's anchor for those). Otherwise it is the anchor the entry
-// recorded when it was queued, or zero: unknown.
-func AnchorFor(rec state.PR, approvedHead, head string, recorded time.Time) time.Time {
-	switch {
-	case rec.HeadSHA == "":
-	case rec.HeadSHA == approvedHead:
-		return rec.HeadAnchor
-	case rec.HeadSHA == head && rec.MergeUpdatedHeadSHA == head && rec.Status == events.StatusApproved:
-		// The poller carried the approval over, keeping the approved
-		// head's anchor. Had it seen the head before the merger recorded
-		// it as its own, it anchored the head anew: not the approval's.
-		return rec.HeadAnchor
-	}
-	return recorded
-}
-
 // verify reads the review signals of pr from GitHub and checks that they
 // approve merging head, a head approved on approvedHead or made by prloop
-// from it; author is the PR's author. recorded is an anchor for
-// approvedHead recorded earlier (zero: none). It returns the anchor it
-// used, to be recorded.
-func (s *Service) verify(ctx context.Context, pr ghref.PR, author, approvedHead, head string, recorded time.Time, log *slog.Logger) (ApprovalCheck, time.Time, error) {
-	rec, _, err := s.d.Store.Get(ctx, pr)
-	if err != nil && !errors.Is(err, state.ErrNotFound) {
-		return ApprovalCheck{}, recorded, err
-	}
-	anchor := AnchorFor(rec, approvedHead, head, recorded)
+// from it; author is the PR's author and anchor the approved head's
+// (zero: unknown, and then no reaction or comment counts).
+func (s *Service) verify(ctx context.Context, pr ghref.PR, author, approvedHead, head string, anchor time.Time, log *slog.Logger) (ApprovalCheck, error) {
 	since := anchor
 	if since.IsZero() {
 		since = s.d.Now() // no comment can count: read none
 	}
 	sig, err := review.Gather(ctx, s.d.GitHub, pr, since)
 	if err != nil {
-		return ApprovalCheck{}, anchor, err
+		return ApprovalCheck{}, err
 	}
 	perms := s.auth.For(ctx, pr.RepoRef(), log)
 	in := ApprovalInput{ApprovedHead: approvedHead, Head: head, Anchor: anchor, Author: author}
@@ -110,24 +83,7 @@ func (s *Service) verify(ctx context.Context, pr ghref.PR, author, approvedHead,
 	if err := perms.Err(); err != nil {
 		// An approver whose permission is unknown is neither counted nor
 		// refused: the check is made again later.
-		return ApprovalCheck{}, anchor, fmt.Errorf("verify the approval of %s: %w", pr, err)
+		return ApprovalCheck{}, fmt.Errorf("verify the approval of %s: %w", pr, err)
 	}
-	return check, anchor, nil
-}
-
-// resetApproval makes the poller publish its current status again on its
-// next look at the PR: after the merger saw an approval withdrawn, a 👍
-// given back before the poller looked would otherwise never be announced
-// again (the poller's status would not have changed), and the PR would sit
-// unmerged without a fresh PRReviewApproved to re-enter the queue.
-func (s *Service) resetApproval(ctx context.Context, st stored, log *slog.Logger) {
-	if _, err := s.d.Store.Update(ctx, st.PR, func(p *state.PR) error {
-		if p.Status != events.StatusApproved || (p.HeadSHA != st.Head && p.HeadSHA != st.ApprovedHead) {
-			return state.ErrNoChange
-		}
-		p.Status = ""
-		return nil
-	}); err != nil && !errors.Is(err, state.ErrNotFound) {
-		log.Warn("cannot ask the poller to announce the PR's status again", "err", err)
-	}
+	return check, nil
 }

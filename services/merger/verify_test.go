@@ -6,9 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/review"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 func TestCheckApproval(t *testing.T) {
@@ -63,35 +61,6 @@ func TestCheckApproval(t *testing.T) {
 			if !tt.want {
 				assert.NotEmpty(t, got.Why)
 			}
-		})
-	}
-}
-
-func TestAnchorFor(t *testing.T) {
-	t.Parallel()
-	const approved, made, other = "aaaa", "bbbb", "cccc"
-	polled, recorded := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC), time.Date(2025, 3, 1, 11, 0, 0, 0, time.UTC)
-	tests := []struct {
-		name     string
-		rec      state.PR
-		head     string
-		recorded time.Time
-		want     time.Time
-	}{
-		{name: "the poller's record of the approved head", rec: state.PR{HeadSHA: approved, HeadAnchor: polled}, head: approved, want: polled},
-		{name: "the poller's record of prloop's own update keeps the approved anchor",
-			rec: state.PR{HeadSHA: made, HeadAnchor: polled, MergeUpdatedHeadSHA: made, Status: events.StatusApproved}, head: made, want: polled},
-		{name: "a head the poller saw as new is not the approved head's anchor",
-			rec: state.PR{HeadSHA: made, HeadAnchor: polled}, head: made, recorded: recorded, want: recorded},
-		{name: "a head the poller saw before the merger recorded it as its own is anchored anew",
-			rec: state.PR{HeadSHA: made, HeadAnchor: polled, MergeUpdatedHeadSHA: made, Status: events.StatusPending}, head: made, recorded: recorded, want: recorded},
-		{name: "another head: the anchor recorded on queueing", rec: state.PR{HeadSHA: other, HeadAnchor: polled}, head: approved, recorded: recorded, want: recorded},
-		{name: "no record, nothing recorded: unknown", head: approved},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			assert.Equal(t, tt.want, AnchorFor(tt.rec, approved, tt.head, tt.recorded))
 		})
 	}
 }
