@@ -212,6 +212,13 @@ type FeedbackReceived struct {
 	// from there, without reading anyone's records.
 	Worktree    string `json:"worktree,omitempty"`
 	ContextPath string `json:"context_path,omitempty"`
+	// Anchor is when HeadSHA became the head as far as the poller knows,
+	// and AddressedItems the keys (review.ItemKey) of feedback earlier fixes
+	// addressed: the feedback service gathers the feedback on the head as
+	// the poller judged it (older signals and addressed items do not
+	// count). A zero Anchor means unknown, and then nothing is addressed.
+	Anchor         time.Time `json:"anchor,omitempty"`
+	AddressedItems []string  `json:"addressed_items,omitempty"`
 }
 
 // FeedbackAddressed says a fix was pushed; HeadSHA is the new head.

@@ -21,7 +21,6 @@ import (
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/review"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // apiTimeout bounds each GitHub call of an attempt (each page included).
@@ -73,19 +72,40 @@ func attemptOutcome(res Result, err error) string {
 	return string(res.Outcome)
 }
 
+// Git is prloop's git on both sides of the wall, as an attempt uses it
+// (realGit; fakes in the executor's tests).
+type Git interface {
+	Adopt(ctx context.Context, wt *Worktree, start string, resuming bool) (string, error)
+	Clone(ctx context.Context, wt Worktree, start string) error
+	Reset(ctx context.Context, wt Worktree, start string) error
+	HasCommit(ctx context.Context, wt Worktree, sha string) bool
+	Export(ctx context.Context, wt Worktree, start, message string) (string, error)
+	Sync(ctx context.Context, wt Worktree) (string, error)
+	IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error)
+	Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, workflows bool) error
+	Push(ctx context.Context, wt Worktree, target string) error
+}
+
+var _ Git = (*realGit)(nil)
+
+// Agent runs the coding agent (sandboxAgent; fakes in the executor's
+// tests).
+type Agent interface {
+	Run(ctx context.Context, r AgentRun) error
+}
+
+var _ Agent = (*sandboxAgent)(nil)
+
 func (s *Service) address(ctx context.Context, req Request) (Result, error) {
 	log := s.d.Log.With("pr", req.PR.String(), "head", ghref.EventSHA(req.HeadSHA), "fix_cycle", req.FixCycle)
-	if !shaRE.MatchString(req.HeadSHA) {
-		log.Warn("change request without a usable head SHA; ignored")
-		return Result{Outcome: OutcomeSkipped}, nil
-	}
 	rec, _, err := s.records.get(ctx, req.PR)
 	if err != nil {
 		return Result{}, err
 	}
-	if rec.Handled(req) {
-		log.Info("change request already handled; nothing to do", "outcome", rec.Outcome)
-		return Result{Outcome: OutcomeDuplicate, NewHead: rec.NewHead}, nil
+	// The cheap answers come before the lease: a redelivery of a handled
+	// request must not wait for the PR's next attempt.
+	if act, ok := settled(req, rec); ok {
+		return settledResult(act, log), nil
 	}
 	lease, err := kvlease.Acquire(ctx, s.d.KV, leaseKey(req.PR), s.d.Holder, kvlease.Options{TTL: s.cfg.LeaseTTL, Note: req.Key(), Log: log})
 	if err != nil {
@@ -107,7 +127,26 @@ func (s *Service) address(ctx context.Context, req Request) (Result, error) {
 	return res, err
 }
 
-// attempt is one replica's work on one change request, under its lease.
+// settledResult is the Result of an action settled decided.
+func settledResult(act action, log *slog.Logger) Result {
+	if act.kind == actIgnore {
+		log.Warn("change request without a usable head SHA; ignored")
+		return Result{Outcome: OutcomeSkipped}
+	}
+	log.Info("change request already handled; nothing to do", "outcome", act.rec.Outcome)
+	return Result{Outcome: OutcomeDuplicate, NewHead: act.rec.NewHead}
+}
+
+// limits are the policy's settings from the configuration.
+func (s *Service) limits() limits {
+	return limits{
+		MaxFixCycles: s.cfg.MaxFixCycles, Label: s.cfg.EscalationLabel,
+		AgentAttempts: s.cfg.AgentAttempts, AgentBudget: s.cfg.AgentBudget, AgentBackoff: s.cfg.AgentBackoff,
+	}
+}
+
+// attempt is one replica's work on one change request, under its lease:
+// the executor of the policy's actions.
 type attempt struct {
 	s     *Service
 	req   Request
@@ -116,97 +155,65 @@ type attempt struct {
 
 	rec    Record
 	recRev uint64
-	cycle  int // fixes pushed so far
-	pull   *gh.PullRequest
-	git    *Git
-	env    []string
-	wt     Worktree
-	files  string // prompt and logs, outside the worktree
-	logs   []string
+	// prev is the record as the attempt found it: it knows prloop's last
+	// push, whose head the poller may not have seen yet.
+	prev  Record
+	cycle int // fixes pushed so far
+	pull  *gh.PullRequest
+	git   Git
+	env   []string
+	wt    Worktree
+	files string // prompt and logs, outside the worktree
+	logs  []string
 }
 
 func (a *attempt) run(ctx context.Context) (Result, error) {
 	s, req := a.s, a.req
 	var err error
-	if a.rec, a.recRev, err = s.records.get(ctx, req.PR); err != nil {
+	if a.prev, a.recRev, err = s.records.get(ctx, req.PR); err != nil {
 		return Result{}, err
 	}
-	if a.rec.Handled(req) {
-		a.log.Info("change request already handled; nothing to do", "outcome", a.rec.Outcome)
-		return Result{Outcome: OutcomeDuplicate, NewHead: a.rec.NewHead}, nil
+	if act, ok := settled(req, a.prev); ok {
+		return settledResult(act, a.log), nil // handled while this replica waited for the lease
 	}
-	resuming := a.rec.InFlight(req) && a.rec.Runs > 0
-	if !a.rec.InFlight(req) {
-		a.rec = Record{Key: req.Key(), EventID: req.EventID, AgentSpent: a.rec.AgentSpent}
-	}
-
-	st, _, err := s.d.Store.Get(ctx, req.PR)
-	if err != nil && !errors.Is(err, state.ErrNotFound) {
-		return Result{}, err
-	}
+	snap := snapshot{}
 	if a.pull, err = a.getPull(ctx); errors.Is(err, github.ErrNotFound) {
-		a.log.Warn("PR not found; nothing to do", "err", err)
-		return a.skip(ctx, "the PR was not found")
+		a.log.Warn("PR not found", "err", err)
 	} else if err != nil {
 		return Result{}, err
-	}
-	head := a.pull.GetHead().GetSHA()
-	switch {
-	case a.pull.GetState() != "open" || a.pull.GetMerged():
-		a.log.Info("PR closed or merged meanwhile; nothing to do", "state", a.pull.GetState(), "merged", a.pull.GetMerged())
-		return a.skip(ctx, "the PR was closed")
-	case hasLabel(a.pull, s.cfg.EscalationLabel):
-		a.log.Info("PR carries the escalation label; a human has it, no agent runs", "label", s.cfg.EscalationLabel)
-		return a.skip(ctx, "the PR carries the label "+s.cfg.EscalationLabel)
-	case head != req.HeadSHA && !resuming:
-		a.log.Info("PR head moved since the change request; it is stale", "now", ghref.EventSHA(head))
-		return a.skip(ctx, "the head moved to "+ghref.EventSHA(head))
-	}
-	if resuming && a.rec.FixCycle > 0 {
-		// The PR's state may count this change request's push already
-		// (a failure after its update): the record numbered the fix
-		// before anything was pushed.
-		a.cycle = a.rec.FixCycle - 1
 	} else {
-		a.cycle = max(req.FixCycle, st.FixCycle)
-		a.rec.FixCycle = a.cycle + 1
+		snap = snapshot{
+			Found: true, Open: a.pull.GetState() == "open" && !a.pull.GetMerged(),
+			Labelled: hasLabel(a.pull, s.cfg.EscalationLabel), Head: a.pull.GetHead().GetSHA(),
+		}
 	}
-	if a.cycle >= s.cfg.MaxFixCycles && !resuming {
-		a.log.Info("fix cycles used up; escalating", "max", s.cfg.MaxFixCycles)
-		return a.escalate(ctx, events.ReasonMaxFixCycles, "",
-			fmt.Sprintf("prloop pushed %d fixes to this PR (PRLOOP_MAX_FIX_CYCLES=%d); a human must review the latest change request", a.cycle, s.cfg.MaxFixCycles))
+	act := plan(req, a.prev, snap, s.limits())
+	a.rec, a.cycle = act.rec, act.cycle
+	switch act.kind {
+	case actIgnore, actDuplicate:
+		return settledResult(act, a.log), nil
+	case actSkip:
+		a.log.Info(act.note+"; nothing to do", "why", act.why)
+		return a.skip(ctx, act.why)
+	case actEscalate:
+		a.log.Info(act.note+"; escalating", "max", s.cfg.MaxFixCycles)
+		return a.escalate(ctx, act.reason, "", act.detail)
 	}
 
-	if err := a.setup(ctx, st, resuming); errors.Is(err, ErrUnusable) {
+	resuming := act.kind == actResume
+	if err := a.setup(ctx, resuming); classify(nil, err).permanent() {
 		return a.escalate(ctx, events.ReasonFeedbackFailed, err.Error(), "")
 	} else if err != nil {
 		return Result{}, err
 	}
 	if resuming {
-		a.log.Info("resuming an interrupted attempt", "runs", a.rec.Runs, "phase", a.rec.Phase)
-		// Whatever the worktree holds is never pushed on a resume: an
-		// interrupted agent run left it half-finished, and a finished
-		// run's work is in the mirror.
-		if err := a.git.Reset(ctx, a.wt, req.HeadSHA); err != nil {
-			return Result{}, err
+		res, done, err := a.resume(ctx, act.resume)
+		if done || err != nil {
+			return res, err
 		}
-		result := ""
-		if a.rec.Phase == PhaseAgentFinished && a.git.HasCommit(ctx, a.wt, a.rec.ResultSHA) {
-			result = a.rec.ResultSHA
-		}
-		res, err := a.verify(ctx, result)
-		switch {
-		case err == nil:
-			return a.addressed(ctx, res)
-		case errors.Is(err, ErrRewritten), errors.Is(err, ErrRefused):
-			return a.escalate(ctx, events.ReasonFeedbackFailed, err.Error(), "")
-		case !errors.Is(err, ErrNoChange):
-			return Result{}, err
-		}
-		a.log.Info("the interrupted agent run left no fix; running the agent again")
 	}
 
-	prompt, err := a.prompt(ctx, st)
+	prompt, err := a.prompt(ctx)
 	if err != nil {
 		return Result{}, err
 	}
@@ -217,23 +224,51 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 	return a.fix(ctx, prompt)
 }
 
+// resume goes on with an interrupted attempt: it publishes the fix found
+// on GitHub or in the mirror, or escalates, and reports done; or it finds
+// no fix, and the agent runs again.
+func (a *attempt) resume(ctx context.Context, mode resumeMode) (Result, bool, error) {
+	a.log.Info("resuming an interrupted attempt", "runs", a.rec.Runs, "phase", a.rec.Phase)
+	// Whatever the worktree holds is never pushed on a resume: an
+	// interrupted agent run left it half-finished, and a finished run's
+	// work is in the mirror.
+	if err := a.git.Reset(ctx, a.wt, a.req.HeadSHA); err != nil {
+		return Result{}, true, err
+	}
+	result := ""
+	if mode == resumePushResult && a.git.HasCommit(ctx, a.wt, a.rec.ResultSHA) {
+		result = a.rec.ResultSHA
+	}
+	fixed, err := a.verify(ctx, result)
+	switch v := classify(nil, err); {
+	case v == verdictFixed:
+		res, err := a.addressed(ctx, fixed)
+		return res, true, err
+	case v.permanent():
+		res, err := a.escalate(ctx, events.ReasonFeedbackFailed, err.Error(), "")
+		return res, true, err
+	case !v.runsAgentOnResume():
+		return Result{}, true, err
+	}
+	a.log.Info("the interrupted agent run left no fix; running the agent again")
+	return Result{}, false, nil
+}
+
 // fix runs the agent until a fix is verified or the runs are used up.
 func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
-	s, start := a.s, a.req.HeadSHA
+	s, start, lim := a.s, a.req.HeadSHA, a.s.limits()
 	var lastErr error
 	if a.rec.LastError != "" {
 		lastErr = errors.New(a.rec.LastError) // from before an interruption
 	}
-	for a.rec.Runs < s.cfg.AgentAttempts {
-		if a.rec.Runs > 0 {
-			wait := s.cfg.AgentBackoff << min(a.rec.Runs-1, 10)
-			a.log.Info("retrying the agent", "after", wait, "runs", a.rec.Runs, "last_error", errText(lastErr))
-			if err := s.sleep(ctx, wait); err != nil {
+	for st := next(a.rec, lim); st.kind != stepRunsUsedUp; st = next(a.rec, lim) {
+		if st.wait > 0 {
+			a.log.Info("retrying the agent", "after", st.wait, "runs", a.rec.Runs, "last_error", errText(lastErr))
+			if err := s.sleep(ctx, st.wait); err != nil {
 				return Result{}, err
 			}
 		}
-		left := s.cfg.AgentBudget - a.rec.AgentSpent
-		if s.cfg.AgentBudget > 0 && left <= 0 {
+		if st.kind == stepBudgetSpent {
 			a.log.Warn("agent budget spent; escalating", "spent", a.rec.AgentSpent, "budget", s.cfg.AgentBudget)
 			return a.escalate(ctx, events.ReasonAgentBudgetExhausted, errText(lastErr),
 				fmt.Sprintf("the agent ran %s on this PR (PRLOOP_AGENT_BUDGET=%s)", a.rec.AgentSpent.Round(time.Second), s.cfg.AgentBudget))
@@ -250,7 +285,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		agentErr := s.agent.Run(ctx, AgentRun{
 			Dir: a.wt.Dir, Prompt: prompt, PromptFile: filepath.Join(a.files, "prompt.md"), LogFile: logFile,
 			Env:     append(slices.Clip(a.env), "PRLOOP_PR="+a.req.PR.String(), "PRLOOP_BRANCH="+a.wt.Branch),
-			Timeout: max(0, left),
+			Timeout: st.timeout,
 		})
 		a.rec.AgentSpent += time.Since(began)
 		if ctx.Err() != nil {
@@ -273,25 +308,26 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		if err := a.save(ctx); err != nil {
 			return Result{}, err
 		}
-		var res fixResult
+		var fixed fixResult
 		if err == nil {
-			res, err = a.verify(ctx, result)
+			fixed, err = a.verify(ctx, result)
 		}
-		s.d.Metrics.AgentRun(agentResult(agentErr, err))
+		v := classify(agentErr, err)
+		s.d.Metrics.AgentRun(v.metric())
 		switch {
-		case err == nil:
+		case v == verdictFixed:
 			if agentErr != nil {
 				a.log.Warn("the agent failed but had pushed a fix; keeping it", "err", agentErr)
 			}
-			return a.addressed(ctx, res)
-		case errors.Is(err, ErrRewritten), errors.Is(err, ErrRefused):
+			return a.addressed(ctx, fixed)
+		case v.permanent():
 			return a.escalate(ctx, events.ReasonFeedbackFailed, err.Error(), "")
-		case agentErr != nil:
-			lastErr = agentErr
-		case errors.Is(err, ErrNoChange), errors.Is(err, ErrGit):
-			lastErr = err
-		default:
+		case !v.runsAgainAfterRun():
 			return Result{}, err // GitHub or NATS: retry the change request later
+		case v == verdictAgentFailed:
+			lastErr = agentErr
+		default:
+			lastErr = err
 		}
 		a.log.Warn("agent run failed", "run", a.rec.Runs, "err", lastErr)
 		a.rec.LastError = lastErr.Error()
@@ -305,41 +341,18 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 	return a.escalate(ctx, events.ReasonFeedbackFailed, lastErr.Error(), "")
 }
 
-// agentResult labels an agent run for prloop_feedback_agent_runs_total,
-// from its own error and the verification of its work, in the order fix
-// weighs them.
-func agentResult(agentErr, verifyErr error) string {
-	switch {
-	case verifyErr == nil:
-		return metrics.AgentFixed
-	case errors.Is(verifyErr, ErrRewritten):
-		return metrics.AgentRewritten
-	case errors.Is(verifyErr, ErrRefused):
-		return metrics.AgentRefused
-	case agentErr != nil:
-		return metrics.AgentFailed
-	case errors.Is(verifyErr, ErrNoChange):
-		return metrics.AgentNoChange
-	case errors.Is(verifyErr, ErrGit):
-		return metrics.AgentGitError
-	}
-	return metrics.AgentError
-}
-
 // setup prepares the credentials-free environment and the worktree: the
 // watch request's worktree when it is usable, prloop's own clone otherwise.
-func (a *attempt) setup(ctx context.Context, st state.PR, resuming bool) error {
+func (a *attempt) setup(ctx context.Context, resuming bool) error {
 	s := a.s
 	tok, err := s.d.GitHub.GitToken(ctx)
 	if err != nil {
 		return err
 	}
 	a.env = SafeEnv(s.d.Environ(), tok.Reveal())
-	g := *s.git
-	g.Env = a.env
-	a.git = &g
+	a.git = s.newGit(a.env)
 
-	pr := a.req.PR
+	pr, userWT := a.req.PR, a.req.Worktree
 	base := filepath.Join(s.worksDir, strings.ToLower(pr.Owner), strings.ToLower(pr.Repo))
 	a.files = filepath.Join(base, "pr-"+strconv.Itoa(pr.Number)+".d")
 	if err := os.MkdirAll(a.files, 0o700); err != nil {
@@ -350,9 +363,9 @@ func (a *attempt) setup(ctx context.Context, st state.PR, resuming bool) error {
 	// The mirror and the bundles sit beside the worktree, never in it: the
 	// agent's sandbox sees only the worktree and the prompt.
 	mirror, out := filepath.Join(base, "mirror.git"), filepath.Join(a.files, "out")
-	if st.Worktree != "" {
-		wt := Worktree{Dir: st.Worktree, Remote: remote, Branch: branch, Mirror: mirror, Number: pr.Number, Out: out}
-		if resuming && a.rec.Worktree == st.Worktree {
+	if userWT != "" {
+		wt := Worktree{Dir: userWT, Remote: remote, Branch: branch, Mirror: mirror, Number: pr.Number, Out: out}
+		if resuming && a.rec.Worktree == userWT {
 			// The untracked files there now may be the interrupted
 			// agent's: the user's are those from before the attempt.
 			wt.Keep = map[string]bool{}
@@ -366,7 +379,7 @@ func (a *attempt) setup(ctx context.Context, st state.PR, resuming bool) error {
 			a.rec.Worktree, a.rec.UserFiles = wt.Dir, slices.Sorted(maps.Keys(wt.Keep))
 			return nil
 		}
-		a.log.Info("not using the watch request's worktree; cloning", "worktree", st.Worktree, "why", why, "err", err)
+		a.log.Info("not using the watch request's worktree; cloning", "worktree", userWT, "why", why, "err", err)
 	}
 	a.wt = Worktree{Dir: filepath.Join(base, "pr-"+strconv.Itoa(pr.Number)), Own: true, Remote: remote, Branch: branch, Mirror: mirror, Number: pr.Number, Out: out}
 	a.rec.Worktree, a.rec.UserFiles = "", nil
@@ -375,25 +388,30 @@ func (a *attempt) setup(ctx context.Context, st state.PR, resuming bool) error {
 
 // prompt gathers the feedback and renders the prompt; "" means there is
 // nothing to address.
-func (a *attempt) prompt(ctx context.Context, st state.PR) (string, error) {
-	s, pr, head := a.s, a.req.PR, a.req.HeadSHA
-	anchor := st.HeadAnchor
-	switch {
-	case head == st.PushedHeadSHA && !st.PushedAt.IsZero():
-		anchor = st.PushedAt // prloop's own push, not yet seen by the poller
-	case st.HeadSHA != head || anchor.IsZero():
-		// The poller, which asked for the change, has no anchor for this
+func (a *attempt) prompt(ctx context.Context) (string, error) {
+	s, req := a.s, a.req
+	pr, head := req.PR, req.HeadSHA
+	at := anchor(req, a.prev)
+	if at.IsZero() {
+		// The poller, which asked for the change, gave no anchor for this
 		// head. The commit's dates are its author's to set and never
 		// decide which signals count: nothing to address.
-		a.log.Info("no anchor for the head in the poller's record", "recorded_head", ghref.EventSHA(st.HeadSHA))
+		a.log.Info("no anchor for the head in the change request")
 		return "", nil
 	}
-	sig, err := review.Gather(ctx, timeoutSource{s.d.GitHub}, pr, anchor)
+	sig, err := review.Gather(ctx, timeoutSource{s.d.GitHub}, pr, at)
 	if err != nil {
 		return "", err
 	}
+	var addressed map[string]bool
+	if len(req.Addressed) > 0 {
+		addressed = make(map[string]bool, len(req.Addressed))
+		for _, k := range req.Addressed {
+			addressed[k] = true
+		}
+	}
 	perms := s.auth.For(ctx, pr.RepoRef(), a.log)
-	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: a.pull.GetUser().GetLogin(), Addressed: st.Addressed()}, s.policy, perms.Authorized)
+	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: at, Author: a.pull.GetUser().GetLogin(), Addressed: addressed}, s.policy, perms.Authorized)
 	if err := perms.Err(); err != nil {
 		// Without every reviewer's permission the feedback is not known:
 		// try again later rather than skip or address part of it.
@@ -405,26 +423,26 @@ func (a *attempt) prompt(ctx context.Context, st state.PR) (string, error) {
 	}
 	data := PromptData{
 		URL: a.pull.GetHTMLURL(), Ref: pr.String(), Title: SanitizeLine(a.pull.GetTitle()), Branch: SanitizeLine(a.wt.Branch),
-		HeadSHA: head, FixCycle: a.cycle, ContextPath: SanitizeLine(st.ContextPath),
+		HeadSHA: head, FixCycle: a.cycle, ContextPath: SanitizeLine(req.ContextPath),
 		Comments: Comments(v.Feedback, s.cfg.PromptMaxBytes),
 	}
 	if data.URL == "" {
 		data.URL = pr.URL
 	}
-	if st.ContextPath != "" {
+	if req.ContextPath != "" {
 		// A relative context path is in the watch request's worktree (an
 		// untracked .specify/, say), even when prloop works in its clone.
 		var err error
-		for _, root := range slices.Compact([]string{st.Worktree, a.wt.Dir}) {
+		for _, root := range slices.Compact([]string{req.Worktree, a.wt.Dir}) {
 			if root == "" {
 				continue
 			}
-			if data.Context, data.ContextOmitted, err = ReadContext(root, st.ContextPath, s.cfg.ContextMaxBytes); err == nil {
+			if data.Context, data.ContextOmitted, err = ReadContext(root, req.ContextPath, s.cfg.ContextMaxBytes); err == nil {
 				break
 			}
 		}
 		if err != nil {
-			a.log.Warn("spec context not included", "context", st.ContextPath, "err", err)
+			a.log.Warn("spec context not included", "context", req.ContextPath, "err", err)
 		}
 	}
 	a.log.Info("feedback gathered", "comments", len(data.Comments), "context_files", len(data.Context))
@@ -539,25 +557,11 @@ func (a *attempt) getPull(ctx context.Context) (*gh.PullRequest, error) {
 	return a.s.d.GitHub.GetPull(ctx, a.req.PR)
 }
 
-// addressed records the fix in the PR's state, publishes it, and records
-// that it did. The state goes first so that whoever reacts to the event
-// finds it up to date; a crash in between repeats both, harmlessly.
+// addressed publishes the fix and records that it did. The poller counts
+// the fix cycle and notes the push from the event; a crash in between
+// publishes again, and the event's id makes that a duplicate.
 func (a *attempt) addressed(ctx context.Context, res fixResult) (Result, error) {
 	pr := a.req.PR
-	if err := a.fence(ctx); err != nil {
-		return Result{}, err
-	}
-	_, err := a.s.d.Store.Update(ctx, pr, func(p *state.PR) error {
-		if p.FixCycle >= a.cycle+1 && p.PushedHeadSHA == res.head {
-			return state.ErrNoChange
-		}
-		p.FixCycle = max(p.FixCycle, a.cycle+1)
-		p.PushedHeadSHA, p.PushedAt, p.LastPushAt = res.head, res.pushedAt.UTC(), res.pushedAt.UTC()
-		return nil
-	})
-	if err != nil {
-		return Result{}, err
-	}
 	if err := a.fence(ctx); err != nil {
 		return Result{}, err
 	}
@@ -590,7 +594,7 @@ func (a *attempt) escalate(ctx context.Context, reason events.Reason, lastErr, d
 	_, _, err := a.s.emit.Emit(ctx, &events.EscalationRequested{
 		Base: events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, Reason: reason, Severity: events.SeverityBlocking,
 		FixCycle: a.cycle, Detail: detail, LastError: lastErr,
-		HumanReviewRequired: reason == events.ReasonMaxFixCycles, Actor: Name,
+		HumanReviewRequired: reason == events.ReasonMaxFixCycles, Actor: Name, Epoch: a.req.Epoch,
 	}, string(reason), ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), a.req.EventID)
 	if err != nil {
 		return Result{}, err

@@ -66,8 +66,8 @@ func containsAny(s string, subs []string) bool {
 	return false
 }
 
-// Agent runs the coding agent command in the sandbox.
-type Agent struct {
+// sandboxAgent runs the coding agent command in the sandbox.
+type sandboxAgent struct {
 	// Cmd is run as `sh -c Cmd`.
 	Cmd string
 	// Timeout bounds one run; KillGrace separates SIGTERM from SIGKILL.
@@ -100,7 +100,7 @@ var ErrAgentTimeout = errors.New("agent timed out")
 // in LogFile (capped). When it times out or ctx is cancelled, it gets
 // SIGTERM, then SIGKILL after KillGrace; when Run returns, the sandbox
 // has killed every process the agent started.
-func (a *Agent) Run(ctx context.Context, r AgentRun) error {
+func (a *sandboxAgent) Run(ctx context.Context, r AgentRun) error {
 	if err := os.WriteFile(r.PromptFile, []byte(r.Prompt), 0o600); err != nil {
 		return fmt.Errorf("write prompt file: %w", err)
 	}

@@ -4,10 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // TestFeedback_EscalatesAgainWhenTheChangeRequestComesAgain: a human
@@ -18,8 +16,6 @@ import (
 func TestFeedback_EscalatesAgainWhenTheChangeRequestComesAgain(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, err := e.store.Update(t.Context(), e.pr, func(p *state.PR) error { p.FixCycle = 2; return nil })
-	require.NoError(t, err)
 	e.comment(e.pr, "still wrong")
 	e.start("a", e.config("commit_push.sh"))
 	e.request(e.pr, e.head, 2, "h", "1")

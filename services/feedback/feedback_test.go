@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/proctest"
-	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/feedback"
 )
 
 // TestFeedback_AgentCommitsAndPushes runs an agent that commits and pushes
-// by itself, and checks the event, the state, the branch, and where the
+// by itself, and checks the event, the branch, and where the
 // token went: nowhere but the environment of prloop's own git processes.
 // It runs at GitHub's page size and with pages of 3.
 func TestFeedback_AgentCommitsAndPushes(t *testing.T) {
@@ -56,10 +56,8 @@ func TestFeedback_AgentCommitsAndPushes(t *testing.T) {
 			pushed, err := filepath.Glob(filepath.Join(e.records, "pushed.*"))
 			require.NoError(t, err)
 			assert.Empty(t, pushed, "the agent's own git push went through: it holds a credential")
-			st, _, err := e.store.Get(t.Context(), e.pr)
-			require.NoError(t, err)
-			assert.Equal(t, 1, st.FixCycle)
-			assert.Equal(t, ev.HeadSHA, st.PushedHeadSHA)
+			_, err = e.conn.JS.KeyValue(t.Context(), "PRLOOP_PRS")
+			assert.ErrorIs(t, err, jetstream.ErrBucketNotFound, "the feedback service keeps nothing in the poller's bucket")
 
 			runs := e.waitRuns(1)
 			require.Len(t, runs, 1)
@@ -184,8 +182,6 @@ func TestFeedback_AgentTimeout_KillsEverythingItStarted(t *testing.T) {
 func TestFeedback_MaxFixCycles_EscalatesWithoutAgent(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, err := e.store.Update(t.Context(), e.pr, func(p *state.PR) error { p.FixCycle = 2; return nil })
-	require.NoError(t, err)
 	e.comment(e.pr, "still wrong")
 	e.start("a", e.config("commit_push.sh"))
 	e.request(e.pr, e.head, 2)
@@ -261,9 +257,6 @@ func TestFeedback_NothingToDo(t *testing.T) {
 				"published %v", e.rec.Types(e.pr))
 			runs, _ := e.runs()
 			assert.Empty(t, runs, "no agent ran")
-			st, _, err := e.store.Get(t.Context(), e.pr)
-			require.NoError(t, err)
-			assert.Equal(t, e.head, st.FeedbackHeadSHA, "the poller's record is the poller's to clear")
 		})
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // failFirstPublish fails the first publish on one subject, as a NATS
@@ -36,8 +35,7 @@ func (f *failFirstPublish) PublishMsg(ctx context.Context, msg *nats.Msg, opts .
 }
 
 // TestFeedback_PublishFailsAfterPush_OneFixCycle fails the publish of
-// PRFeedbackAddressed, after the fix was pushed and the PR's state counted
-// it: the redelivered change request publishes the same fix as fix 1, not
+// PRFeedbackAddressed, after the fix was pushed: the redelivered change request publishes the same fix as fix 1, not
 // 2, and the next change request still gets an agent under the default
 // PRLOOP_MAX_FIX_CYCLES of 2 instead of an escalation.
 func TestFeedback_PublishFailsAfterPush_OneFixCycle(t *testing.T) {
@@ -55,17 +53,15 @@ func TestFeedback_PublishFailsAfterPush_OneFixCycle(t *testing.T) {
 	ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, waitFor).Data.(*events.FeedbackAddressed)
 	require.True(t, fault.failed.Load(), "the first publish failed")
 	assert.Equal(t, 1, ev.FixCycle, "one push is one fix cycle")
-	st, _, err := e.store.Get(t.Context(), e.pr)
-	require.NoError(t, err)
-	assert.Equal(t, 1, st.FixCycle)
 	assert.Len(t, e.bareLog("feature/x", e.head), 1, "one fix pushed")
 	runs, _ := e.runs()
 	assert.Len(t, runs, 1, "the redelivery ran no agent")
 
-	// The poller's next change request, on the fix, after a new comment.
-	e.seedState(e.pr, ev.HeadSHA)
+	// The poller's next change request, on the fix, after a new comment,
+	// with the fix counted from the event.
+	e.seedState()
 	e.comment(e.pr, "and one more")
-	e.request(e.pr, ev.HeadSHA, st.FixCycle, "2")
+	e.request(e.pr, ev.HeadSHA, ev.FixCycle, "2")
 	require.Eventually(t, func() bool {
 		return e.rec.Count(e.pr, events.TypeFeedbackAddressed) == 2 || e.rec.Count(e.pr, events.TypeEscalationRequested) > 0
 	}, waitFor, 10*time.Millisecond)
@@ -106,8 +102,7 @@ func TestFeedback_InterruptedAgentRun_Discarded(t *testing.T) {
 				out, err := exec.Command("git", "clone", "--quiet", "--branch", "feature/x", "file://"+e.sim.GitDir(e.repo), wt).CombinedOutput()
 				require.NoError(t, err, "%s", out)
 				require.NoError(t, os.WriteFile(filepath.Join(wt, "USER-NOTES.md"), []byte("mine\n"), 0o644))
-				_, err = e.store.Update(t.Context(), e.pr, func(p *state.PR) error { p.Worktree = wt; return nil })
-				require.NoError(t, err)
+				e.worktree = wt
 			}
 			e.comment(e.pr, "please fix")
 			cfg := e.config("partial.sh")
@@ -143,9 +138,6 @@ func TestFeedback_InterruptedAgentRun_Discarded(t *testing.T) {
 
 			assert.Equal(t, 1, ev.FixCycle)
 			assert.Equal(t, 1, e.rec.Count(e.pr, events.TypeFeedbackAddressed))
-			st, _, err := e.store.Get(t.Context(), e.pr)
-			require.NoError(t, err)
-			assert.Equal(t, 1, st.FixCycle)
 			if tt.userWorktree {
 				assert.NoFileExists(t, filepath.Join(wt, "notes-"+first.id+".txt"), "the interrupted run's file is left in the user's worktree")
 				assert.FileExists(t, filepath.Join(wt, "USER-NOTES.md"), "the user's file is kept")

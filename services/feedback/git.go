@@ -20,7 +20,7 @@ import (
 	"github.com/prloop/prloop/pkg/sandbox"
 )
 
-// Git runs prloop's own git processes on two sides of a wall.
+// realGit runs prloop's own git processes on two sides of a wall.
 //
 // The mirror is a bare repository per PR repository under the workspace,
 // written only by prloop and never visible to the agent. Only there does
@@ -39,7 +39,7 @@ import (
 //
 // Every git command runs with system and global configuration ignored,
 // hooks and fsmonitor off, and only the https, http and file transports.
-type Git struct {
+type realGit struct {
 	// Bin is the git executable.
 	Bin string
 	// Env is the base environment, already stripped of credentials.
@@ -78,17 +78,17 @@ var ErrUnusable = errors.New("cannot check the PR out")
 // remote names the remote the command talks to ("" for local commands),
 // which is what gets the credentials. It runs as prloop's own process,
 // outside the sandbox: m holds nothing the agent wrote but fsck'd objects.
-func (g *Git) mirrorGit(ctx context.Context, m, remote string, args ...string) (string, error) {
+func (g *realGit) mirrorGit(ctx context.Context, m, remote string, args ...string) (string, error) {
 	return g.runner().Run(ctx, gitx.Cmd{Args: args, GitDir: m, Remote: remote})
 }
 
 // runner runs git as prloop's own process, with g's credentials.
-func (g *Git) runner() *gitx.Runner { return &gitx.Runner{Bin: g.Bin, Env: g.Env, Token: g.Token} }
+func (g *realGit) runner() *gitx.Runner { return &gitx.Runner{Bin: g.Bin, Env: g.Env, Token: g.Token} }
 
 // worktreeGit runs a local git command in wt's directory inside the
 // sandbox, without credentials, seeing the mirror read-only and out (when
 // set) writable; it returns the trimmed stdout.
-func (g *Git) worktreeGit(ctx context.Context, wt Worktree, extraEnv []string, out string, args ...string) (string, error) {
+func (g *realGit) worktreeGit(ctx context.Context, wt Worktree, extraEnv []string, out string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, gitx.LocalTimeout)
 	defer cancel()
 	env, _, err := g.runner().Environ(ctx, "")
@@ -153,7 +153,7 @@ func checkRemote(remote string) error {
 }
 
 // checkBranch refuses branch names git could take for an option or reject.
-func (g *Git) checkBranch(ctx context.Context, branch string) error {
+func (g *realGit) checkBranch(ctx context.Context, branch string) error {
 	if branch == "" || strings.HasPrefix(branch, "-") {
 		return fmt.Errorf("%w: branch name %q", ErrUnusable, branch)
 	}
@@ -169,7 +169,7 @@ var mirrorInit sync.Mutex
 
 // Sync brings the PR branch's commits from GitHub into the mirror,
 // creating it when absent, and returns the branch's head there.
-func (g *Git) Sync(ctx context.Context, wt Worktree) (string, error) {
+func (g *realGit) Sync(ctx context.Context, wt Worktree) (string, error) {
 	mirrorInit.Lock()
 	_, err := os.Stat(filepath.Join(wt.Mirror, "HEAD"))
 	if err != nil {
@@ -191,7 +191,7 @@ func (g *Git) Sync(ctx context.Context, wt Worktree) (string, error) {
 // fetchIntoWorktree brings the mirror's copy of the PR branch into the
 // worktree, as origin/<branch> in prloop's clone and FETCH_HEAD in a
 // user's worktree.
-func (g *Git) fetchIntoWorktree(ctx context.Context, wt Worktree) error {
+func (g *realGit) fetchIntoWorktree(ctx context.Context, wt Worktree) error {
 	refspec := wt.headRef()
 	if wt.Own {
 		refspec = "+" + wt.headRef() + ":refs/remotes/origin/" + wt.Branch
@@ -202,23 +202,23 @@ func (g *Git) fetchIntoWorktree(ctx context.Context, wt Worktree) error {
 
 // Head returns the commit checked out in wt. It is the agent's word:
 // only what the mirror took in (Export) is trusted.
-func (g *Git) Head(ctx context.Context, wt Worktree) (string, error) {
+func (g *realGit) Head(ctx context.Context, wt Worktree) (string, error) {
 	return g.worktreeGit(ctx, wt, nil, "", "rev-parse", "--verify", "HEAD^{commit}")
 }
 
 // CurrentBranch returns the branch checked out in wt ("HEAD" when detached).
-func (g *Git) CurrentBranch(ctx context.Context, wt Worktree) (string, error) {
+func (g *realGit) CurrentBranch(ctx context.Context, wt Worktree) (string, error) {
 	return g.worktreeGit(ctx, wt, nil, "", "rev-parse", "--abbrev-ref", "HEAD")
 }
 
 // modified reports whether wt's tracked files have uncommitted changes.
-func (g *Git) modified(ctx context.Context, wt Worktree) (bool, error) {
+func (g *realGit) modified(ctx context.Context, wt Worktree) (bool, error) {
 	out, err := g.worktreeGit(ctx, wt, nil, "", "status", "--porcelain", "--untracked-files=no")
 	return out != "", err
 }
 
 // untracked lists wt's untracked files that .gitignore does not hide.
-func (g *Git) untracked(ctx context.Context, wt Worktree) ([]string, error) {
+func (g *realGit) untracked(ctx context.Context, wt Worktree) ([]string, error) {
 	out, err := g.worktreeGit(ctx, wt, nil, "", "ls-files", "--others", "--exclude-standard", "-z")
 	if err != nil || out == "" {
 		return nil, err
@@ -227,7 +227,7 @@ func (g *Git) untracked(ctx context.Context, wt Worktree) ([]string, error) {
 }
 
 // newFiles lists the untracked files in wt that are not the user's.
-func (g *Git) newFiles(ctx context.Context, wt Worktree) ([]string, error) {
+func (g *realGit) newFiles(ctx context.Context, wt Worktree) ([]string, error) {
 	all, err := g.untracked(ctx, wt)
 	var out []string
 	for _, f := range all {
@@ -240,7 +240,7 @@ func (g *Git) newFiles(ctx context.Context, wt Worktree) ([]string, error) {
 
 // Dirty reports whether wt has uncommitted changes: modified tracked files
 // or new untracked ones.
-func (g *Git) Dirty(ctx context.Context, wt Worktree) (bool, error) {
+func (g *realGit) Dirty(ctx context.Context, wt Worktree) (bool, error) {
 	if mod, err := g.modified(ctx, wt); err != nil || mod {
 		return mod, err
 	}
@@ -249,7 +249,7 @@ func (g *Git) Dirty(ctx context.Context, wt Worktree) (bool, error) {
 }
 
 // HasCommit reports whether the mirror holds the commit sha.
-func (g *Git) HasCommit(ctx context.Context, wt Worktree, sha string) bool {
+func (g *realGit) HasCommit(ctx context.Context, wt Worktree, sha string) bool {
 	if !shaRE.MatchString(sha) {
 		return false
 	}
@@ -259,7 +259,7 @@ func (g *Git) HasCommit(ctx context.Context, wt Worktree, sha string) bool {
 
 // IsAncestor reports whether commit a is an ancestor of (or equal to) b
 // in the mirror.
-func (g *Git) IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error) {
+func (g *realGit) IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error) {
 	_, err := g.mirrorGit(ctx, wt.Mirror, "", "merge-base", "--is-ancestor", a, b)
 	if err != nil && gitx.ExitCode(err) == 1 {
 		return false, nil
@@ -272,7 +272,7 @@ func (g *Git) IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, e
 // the PR's head branch tracking origin/<branch>, reset to start, clean:
 // nothing an earlier agent run left there survives. The clone's origin is the PR's clone URL, for the agent's information:
 // the agent has no credential to use it with.
-func (g *Git) Clone(ctx context.Context, wt Worktree, start string) error {
+func (g *realGit) Clone(ctx context.Context, wt Worktree, start string) error {
 	if err := g.check(ctx, wt, start); err != nil {
 		return err
 	}
@@ -300,7 +300,7 @@ func (g *Git) Clone(ctx context.Context, wt Worktree, start string) error {
 }
 
 // check refuses a PR prloop cannot check out as GitHub describes it.
-func (g *Git) check(ctx context.Context, wt Worktree, start string) error {
+func (g *realGit) check(ctx context.Context, wt Worktree, start string) error {
 	if err := checkRemote(wt.Remote); err != nil {
 		return err
 	}
@@ -312,7 +312,7 @@ func (g *Git) check(ctx context.Context, wt Worktree, start string) error {
 
 // worktreeIsAncestor asks the worktree's git whether a is an ancestor of
 // b: only for choosing what to do with the worktree, never for trusting it.
-func (g *Git) worktreeIsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error) {
+func (g *realGit) worktreeIsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error) {
 	_, err := g.worktreeGit(ctx, wt, nil, "", "merge-base", "--is-ancestor", a, b)
 	if err != nil && gitx.ExitCode(err) == 1 {
 		return false, nil
@@ -324,7 +324,7 @@ func (g *Git) worktreeIsAncestor(ctx context.Context, wt Worktree, a, b string) 
 // also recreates the local branch there; in a user's worktree it only
 // resets the checked-out branch and removes untracked files, keeping
 // ignored ones (build caches, dependencies).
-func (g *Git) Reset(ctx context.Context, wt Worktree, start string) error {
+func (g *realGit) Reset(ctx context.Context, wt Worktree, start string) error {
 	if !wt.Own {
 		if _, err := g.worktreeGit(ctx, wt, nil, "", "reset", "--quiet", "--hard", start); err != nil {
 			return err
@@ -359,7 +359,7 @@ func (g *Git) Reset(ctx context.Context, wt Worktree, start string) error {
 // when resuming, holding work of an interrupted attempt made from start
 // (for the caller to reset). It returns why not otherwise. Unless wt.Keep
 // already names the user's untracked files, it records those present now.
-func (g *Git) Adopt(ctx context.Context, wt *Worktree, start string, resuming bool) (string, error) {
+func (g *realGit) Adopt(ctx context.Context, wt *Worktree, start string, resuming bool) (string, error) {
 	if st, err := os.Stat(wt.Dir); err != nil || !st.IsDir() {
 		return "not a directory", nil
 	}
@@ -419,7 +419,7 @@ func (g *Git) Adopt(ctx context.Context, wt *Worktree, start string, resuming bo
 
 // CommitAll commits every change in wt as prloop: modified tracked files
 // and new files, but not the user's own untracked files.
-func (g *Git) CommitAll(ctx context.Context, wt Worktree, message string) error {
+func (g *realGit) CommitAll(ctx context.Context, wt Worktree, message string) error {
 	if _, err := g.worktreeGit(ctx, wt, nil, "", "add", "--update"); err != nil {
 		return err
 	}
@@ -452,7 +452,7 @@ var ErrTooBig = fmt.Errorf("the agent's work is too big: %w", ErrRefused)
 // bundle into the mirror's result ref (outside, fsck on). It returns the
 // head as the mirror knows it: the only form of the agent's work prloop
 // trusts from here on.
-func (g *Git) Export(ctx context.Context, wt Worktree, start, message string) (string, error) {
+func (g *realGit) Export(ctx context.Context, wt Worktree, start, message string) (string, error) {
 	dirty, err := g.Dirty(ctx, wt)
 	if err != nil {
 		return "", err
@@ -503,7 +503,7 @@ var ErrRefused = errors.New("prloop does not push this")
 // .github/workflows unless workflows is set (a workflow runs with the
 // repository's secrets, so an agent that reads strangers' text must not
 // write one).
-func (g *Git) Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, workflows bool) error {
+func (g *realGit) Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, workflows bool) error {
 	n, err := g.mirrorGit(ctx, wt.Mirror, "", "rev-list", "--count", start+".."+target)
 	if err != nil {
 		return err
@@ -527,7 +527,7 @@ func (g *Git) Inspect(ctx context.Context, wt Worktree, start, target string, ma
 // Push pushes target from the mirror to the PR's branch. It is a plain
 // push, so git refuses anything but a fast-forward: prloop never rewrites
 // a PR's history.
-func (g *Git) Push(ctx context.Context, wt Worktree, target string) error {
+func (g *realGit) Push(ctx context.Context, wt Worktree, target string) error {
 	if _, err := g.mirrorGit(ctx, wt.Mirror, wt.Remote, "push", "--quiet", "--no-verify", "--", wt.Remote, target+":refs/heads/"+wt.Branch); err != nil {
 		return err
 	}

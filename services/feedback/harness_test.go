@@ -32,7 +32,6 @@ import (
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/prloop/prloop/pkg/review"
-	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/feedback"
 )
 
@@ -52,19 +51,24 @@ const (
 var basicHeader = base64.StdEncoding.EncodeToString([]byte("x-access-token:" + tokPrloop))
 
 // env is a feedback test world: embedded NATS, the GitHub simulator with
-// one repository and an open PR whose state the poller would have stored,
-// a recorder of every event, and a git wrapper that logs prloop's git calls.
+// one repository and an open PR, what the poller knows of it (which goes
+// into its change requests), a recorder of every event, and a git wrapper
+// that logs prloop's git calls.
 type env struct {
 	t      *testing.T
 	conn   *natsx.Conn
 	sim    *ghsim.Sim
 	client *github.Client
-	store  *state.Store
-	rec    *eventstest.Recorder
-	emit   *events.Emitter
-	repo   ghref.Repo
-	pr     ghref.PR
-	head   string
+	// anchor is the poller's anchor of the head, and worktree and
+	// contextPath the watch request's, as the poller's change requests
+	// carry them.
+	anchor                time.Time
+	worktree, contextPath string
+	rec                   *eventstest.Recorder
+	emit                  *events.Emitter
+	repo                  ghref.Repo
+	pr                    ghref.PR
+	head                  string
 	// records is $RECORD_DIR of the scripted agents; gitLog is what the
 	// git wrapper logged; logs is every instance's log output.
 	records string
@@ -102,15 +106,13 @@ func newEnv(t *testing.T, maxPerPage ...int) *env {
 	sim.Advance(time.Minute)
 
 	conn := natstest.Start(t)
-	store, err := state.Ensure(t.Context(), conn.JS, 1)
-	require.NoError(t, err)
 	e := &env{
-		t: t, conn: conn, sim: sim, client: w.Client(t), store: store, rec: eventstest.Record(t, conn.JS),
+		t: t, conn: conn, sim: sim, client: w.Client(t), rec: eventstest.Record(t, conn.JS),
 		emit: events.NewEmitter(conn.JS, "test"), repo: repo, pr: pr, head: head,
 		records: t.TempDir(), logs: &proctest.Buffer{}, reg: metrics.NewRegistry(),
 	}
 	e.gitBin, e.gitLog = gitWrapper(t)
-	e.seedState(pr, head)
+	e.seedState()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("the instances' logs:\n%s", e.logs.String())
@@ -119,17 +121,10 @@ func newEnv(t *testing.T, maxPerPage ...int) *env {
 	return e
 }
 
-// seedState stores what the poller knows when it requests changes: the
-// head, its anchor (now: later comments count), the author.
-func (e *env) seedState(pr ghref.PR, head string) {
-	e.t.Helper()
-	_, err := e.store.Update(e.t.Context(), pr, func(p *state.PR) error {
-		p.HeadSHA, p.HeadAnchor, p.Author = head, e.sim.Now(), "agent"
-		p.Status, p.FeedbackHeadSHA = events.StatusChangesRequested, head
-		return nil
-	})
-	require.NoError(e.t, err)
-}
+// seedState sets what the poller knows of a head it just saw, and
+// sends in its change requests: the head's anchor is now, so later
+// comments count.
+func (e *env) seedState() { e.anchor = e.sim.Now() }
 
 // gitWrapper writes a git that logs, one line per call, its arguments and
 // the configuration it got from GIT_CONFIG_* variables, then runs git.
@@ -224,15 +219,13 @@ func (e *env) start(name string, cfg feedback.Config) *instance {
 	conn := natstest.Connect(e.t, e.conn)
 	kv, err := feedback.OpenBucket(ctx, conn.JS, 1)
 	require.NoError(e.t, err)
-	store, err := state.Ensure(ctx, conn.JS, 1)
-	require.NoError(e.t, err)
 	log := slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("instance", name)
 	var js events.JetStreamConsumer = conn.JS
 	if e.wrapJS != nil {
 		js = e.wrapJS(js)
 	}
 	svc, err := feedback.New(cfg, feedback.Deps{
-		GitHub: e.client, Store: store, JS: js, KV: kv, Log: log, Holder: name,
+		GitHub: e.client, JS: js, KV: kv, Log: log, Holder: name,
 		Self: "prloop-bot", Now: e.sim.Now, GitBin: e.gitBin, Metrics: metrics.NewFeedback(e.reg),
 		Environ: func() []string {
 			return append(append(append(os.Environ(), secretEnv()...), e.environ...), "INSTANCE="+name)
@@ -243,7 +236,8 @@ func (e *env) start(name string, cfg feedback.Config) *instance {
 }
 
 // request publishes a change request on the PR's current head, as the
-// poller does; parts make the event id (the poller's transition number).
+// poller does, with what the poller knows of the PR; parts make the event
+// id (the poller's transition number).
 func (e *env) request(pr ghref.PR, head string, cycle int, parts ...string) {
 	e.t.Helper()
 	if len(parts) == 0 {
@@ -251,6 +245,7 @@ func (e *env) request(pr ghref.PR, head string, cycle int, parts ...string) {
 	}
 	_, _, err := e.emit.Emit(e.t.Context(), &events.FeedbackReceived{
 		Base: events.Base{PR: pr, HeadSHA: head}, Status: events.StatusChangesRequested, FixCycle: cycle,
+		Anchor: e.anchor, Worktree: e.worktree, ContextPath: e.contextPath,
 	}, parts...)
 	require.NoError(e.t, err)
 }

@@ -20,14 +20,12 @@ import (
 func TestFeedback_PromptQuotesACommentOnANewPage(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, simtest.TinyPages)
-	st, _, err := e.store.Get(t.Context(), e.pr)
-	require.NoError(t, err)
 	for i := range 3 {
 		e.sim.Advance(time.Second)
 		_, err := e.sim.AddIssueComment(e.pr, "alice", "PAGE-ONE-COMMENT "+strconv.Itoa(i))
 		require.NoError(t, err)
 	}
-	sig, err := review.Gather(t.Context(), e.client, e.pr, st.HeadAnchor)
+	sig, err := review.Gather(t.Context(), e.client, e.pr, e.anchor)
 	require.NoError(t, err)
 	require.Len(t, sig.Comments, 3, "one full page")
 

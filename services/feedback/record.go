@@ -10,9 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/kvlease"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // Bucket is the feedback service's KV bucket. Per PR it holds the lease of
@@ -21,8 +21,14 @@ import (
 // which makes a redelivered change request cheap and harmless.
 const Bucket = "PRLOOP_FEEDBACK"
 
-func leaseKey(pr ghref.PR) string  { return "lease." + state.Key(pr) }
-func recordKey(pr ghref.PR) string { return "attempt." + state.Key(pr) }
+// Key prefixes of the bucket's two kinds of records.
+const (
+	leasePrefix  = "lease."
+	recordPrefix = "attempt."
+)
+
+func leaseKey(pr ghref.PR) string  { return leasePrefix + events.PRKey(pr) }
+func recordKey(pr ghref.PR) string { return recordPrefix + events.PRKey(pr) }
 
 // OpenBucket creates or updates the bucket.
 func OpenBucket(ctx context.Context, js kvlease.BucketManager, replicas int) (jetstream.KeyValue, error) {
@@ -64,15 +70,35 @@ const (
 	PhasePushed Phase = "pushed"
 )
 
-// Request is one change request: the content of a PRFeedbackReceived.
+// Request is one change request: the content of a PRFeedbackReceived,
+// everything the service knows of the poller's view of the PR.
 type Request struct {
-	PR       ghref.PR
-	HeadSHA  string
+	PR      ghref.PR
+	HeadSHA string
+	// FixCycle is the poller's count of the fixes pushed to the PR: it
+	// asks again about a fix's head only after it counted that fix.
 	FixCycle int
 	// EventID is the PRFeedbackReceived's id: a redelivery repeats it, a
 	// new change request on the same head and cycle (after an escalation
 	// was resolved) does not.
 	EventID string
+	// Epoch is the PR's escalation epoch, carried into every escalation
+	// request the change request leads to.
+	Epoch int
+	// Worktree and ContextPath are the watch request's.
+	Worktree, ContextPath string
+	// Anchor and Addressed are the poller's anchor of the head and the
+	// feedback earlier fixes addressed (see events.FeedbackReceived).
+	Anchor    time.Time
+	Addressed []string
+}
+
+// requestOf reads a change request from its event.
+func requestOf(d *events.FeedbackReceived, eventID string) Request {
+	return Request{
+		PR: d.PR, HeadSHA: d.HeadSHA, FixCycle: d.FixCycle, EventID: eventID, Epoch: d.Epoch,
+		Worktree: d.Worktree, ContextPath: d.ContextPath, Anchor: d.Anchor, Addressed: d.AddressedItems,
+	}
 }
 
 // Key is the change request's idempotency key: PR, head and fix cycle.
@@ -96,8 +122,8 @@ type Record struct {
 	// FixCycle is the number of the fix this change request's push is, or
 	// will be: fixed when the record is made, before anything is pushed,
 	// so that one push counts as one fix cycle however often the change
-	// request is resumed (the PR's state already counts the push after a
-	// failure past its update).
+	// request is resumed (the poller counts the push once it saw
+	// PRFeedbackAddressed, and a redelivery may come after that).
 	FixCycle int `json:"fix_cycle,omitempty"`
 	// Phase is how far the latest agent run got, for a resume to know
 	// what the worktree and the mirror hold; ResultSHA is the work of a run
@@ -170,4 +196,12 @@ func (rs records) put(ctx context.Context, pr ghref.PR, r Record, rev uint64) (u
 		return 0, fmt.Errorf("write feedback record of %s (revision %d): %w", pr, rev, err)
 	}
 	return next, nil
+}
+
+// drop deletes pr's record, if any.
+func (rs records) drop(ctx context.Context, pr ghref.PR) error {
+	if err := rs.kv.Delete(ctx, recordKey(pr)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("delete feedback record of %s: %w", pr, err)
+	}
+	return nil
 }

@@ -44,7 +44,6 @@ import (
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/sandbox"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // Name is the service's name: its durable consumer, its event source
@@ -64,18 +63,9 @@ type GitHub interface {
 
 var _ GitHub = (*github.Client)(nil)
 
-// Store is the part of the state store the service uses.
-type Store interface {
-	Get(ctx context.Context, pr ghref.PR) (state.PR, uint64, error)
-	Update(ctx context.Context, pr ghref.PR, fn func(*state.PR) error) (state.PR, error)
-}
-
-var _ Store = (*state.Store)(nil)
-
 // Deps are the service's dependencies.
 type Deps struct {
 	GitHub GitHub
-	Store  Store
 	JS     events.JetStreamConsumer
 	// KV is the service's bucket (see Bucket and OpenBucket).
 	KV  kvlease.KV
@@ -102,15 +92,18 @@ type Deps struct {
 
 // Service is the feedback service.
 type Service struct {
-	cfg      Config
-	d        Deps
-	records  records
-	emit     *events.Emitter
-	auth     *review.Authorization
-	policy   review.Policy
-	tmpl     *template.Template
-	agent    *Agent
-	git      *Git
+	cfg     Config
+	d       Deps
+	records records
+	emit    *events.Emitter
+	auth    *review.Authorization
+	policy  review.Policy
+	tmpl    *template.Template
+	agent   Agent
+	// git is prloop's git with the process's environment (the sweep uses
+	// it); newGit gives an attempt one with the attempt's environment.
+	git      *realGit
+	newGit   func(env []string) Git
 	sleep    func(ctx context.Context, d time.Duration) error
 	worksDir string
 	// sweepCursor is the key of the last PR Sweep checked; only Sweep
@@ -176,14 +169,14 @@ func New(cfg Config, d Deps) (*Service, error) {
 		}),
 		policy: cfg.Policy(d.Self),
 		tmpl:   tmpl,
-		agent: &Agent{
+		agent: &sandboxAgent{
 			Cmd: cfg.AgentCmd, Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes,
 			Sandbox: d.Sandbox,
 		},
 		sleep:    ctxtime.Sleep,
 		worksDir: dir,
 	}
-	s.git = &Git{
+	s.git = &realGit{
 		Bin: d.GitBin, Name: cfg.GitAuthorName, Email: cfg.GitAuthorEmail, Token: d.GitHub.GitToken,
 		Sandbox: d.Sandbox, MaxBundleBytes: cfg.AgentMaxBytes,
 	}
@@ -191,6 +184,11 @@ func New(cfg Config, d Deps) (*Service, error) {
 		// A git outside the system directories must be visible in the
 		// sandbox, where the worktree's git commands run.
 		s.git.ReadOnly = []string{filepath.Dir(d.GitBin)}
+	}
+	s.newGit = func(env []string) Git {
+		g := *s.git
+		g.Env = env
+		return &g
 	}
 	return s, nil
 }
@@ -208,7 +206,7 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 		return nil, err
 	}
 	s, err := New(cfg, Deps{
-		GitHub: client, Store: rt.Store, JS: rt.JS, KV: kv,
+		GitHub: client, JS: rt.JS, KV: kv,
 		Log: rt.Log.With("component", Name), Self: self, Metrics: metrics.NewFeedback(rt.Registry),
 	})
 	if err != nil {
@@ -244,6 +242,6 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	if !ok {
 		return nil
 	}
-	_, err := s.Address(ctx, Request{PR: d.PR, HeadSHA: d.HeadSHA, FixCycle: d.FixCycle, EventID: m.Event.ID()})
+	_, err := s.Address(ctx, requestOf(d, m.Event.ID()))
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
@@ -22,9 +23,9 @@ import (
 // where this one stopped.
 const sweepBatch = 20
 
-// sweepLoop removes the workspaces of closed PRs every interval: no event
-// the service consumes says a PR closed, so it compares what its workspace
-// holds with GitHub's PR state.
+// sweepLoop removes the workspaces and records of closed PRs every
+// interval: no event the service consumes says a PR closed, so it compares
+// what its workspace and its bucket hold with GitHub's PR state.
 func (s *Service) sweepLoop(ctx context.Context, every time.Duration) {
 	if every <= 0 {
 		return
@@ -44,15 +45,26 @@ func (s *Service) sweepLoop(ctx context.Context, every time.Duration) {
 }
 
 // Sweep checks up to sweepBatch PRs that have a workspace
-// (<ws>/<owner>/<repo>/pr-N and pr-N.d) and removes those of the closed or
-// merged ones: the clone, the prompt and logs, and the mirror's
-// refs/prloop/pr-N/ refs. A PR with an attempt in flight (its lease held)
-// is left for a later sweep. It returns the PRs removed.
+// (<ws>/<owner>/<repo>/pr-N and pr-N.d) or a record in the service's bucket
+// and removes what the service keeps of the closed or merged ones: the
+// clone, the prompt and logs, the mirror's refs/prloop/pr-N/ refs, and the
+// PR's attempt record and lease. A PR with an attempt in flight (its lease
+// held) is left for a later sweep. It returns the PRs removed.
 func (s *Service) Sweep(ctx context.Context) ([]ghref.PR, error) {
 	prs, err := s.workspacePRs()
 	if err != nil {
 		return nil, err
 	}
+	recorded, err := s.recordedPRs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, pr := range recorded {
+		if _, found := slices.BinarySearchFunc(prs, pr, comparePRs); !found {
+			prs = append(prs, pr)
+		}
+	}
+	slices.SortFunc(prs, comparePRs)
 	// Resume after the last PR checked, so every PR is reached in turn.
 	start := max(0, slices.IndexFunc(prs, func(p ghref.PR) bool { return p.Key() > s.sweepCursor }))
 	var removed []ghref.PR
@@ -91,7 +103,39 @@ func (s *Service) workspacePRs() ([]ghref.PR, error) {
 			out = append(out, pr)
 		}
 	}
-	slices.SortFunc(out, func(a, b ghref.PR) int { return strings.Compare(a.Key(), b.Key()) })
+	slices.SortFunc(out, comparePRs)
+	return out, nil
+}
+
+func comparePRs(a, b ghref.PR) int { return strings.Compare(a.Key(), b.Key()) }
+
+// keyLister lists a bucket's keys exactly: *kvlease.Bucket, which
+// OpenBucket returns.
+type keyLister interface {
+	KeysMatching(ctx context.Context, filters ...string) ([]string, error)
+}
+
+var _ keyLister = (*kvlease.Bucket)(nil)
+
+// recordedPRs lists the PRs with an attempt record, some of which may have
+// no workspace (a change request skipped before the checkout). A bucket
+// that cannot list its keys has none listed: the workspaces lead the sweep
+// to the records then.
+func (s *Service) recordedPRs(ctx context.Context) ([]ghref.PR, error) {
+	kv, ok := s.d.KV.(keyLister)
+	if !ok {
+		return nil, nil
+	}
+	keys, err := kv.KeysMatching(ctx, recordPrefix+">")
+	if err != nil {
+		return nil, fmt.Errorf("list feedback records: %w", err)
+	}
+	var out []ghref.PR
+	for _, k := range keys {
+		if pr, err := events.ParsePRKey(strings.TrimPrefix(k, recordPrefix)); err == nil {
+			out = append(out, pr)
+		}
+	}
 	return out, nil
 }
 
@@ -124,7 +168,13 @@ func (s *Service) sweepPR(ctx context.Context, pr ghref.PR) (bool, error) {
 	if err := s.removeWorkspace(ctx, pr, log); err != nil {
 		return false, fmt.Errorf("sweep %s: %w", pr, err)
 	}
-	log.Info("removed the workspace of a closed PR")
+	// The record goes last, under the lease, and the lease with the
+	// release: the bucket forgets the PR (a redelivered change request
+	// finds it closed and is skipped).
+	if err := s.records.drop(ctx, pr); err != nil {
+		return false, fmt.Errorf("sweep %s: %w", pr, err)
+	}
+	log.Info("removed the workspace and the records of a closed PR")
 	return true, nil
 }
 
