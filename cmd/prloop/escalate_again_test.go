@@ -18,6 +18,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/logging"
+	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/escalator"
 )
 
@@ -134,7 +135,11 @@ func TestLoop_EscalatesAgainAfterTheLabelIsRemoved(t *testing.T) {
 
 			if !tt.atOnce {
 				require.Eventually(t, func() bool {
-					st, _, err := rt.Store.Get(ctx, pr)
+					kv, err := rt.JS.KeyValue(ctx, state.Bucket)
+					if err != nil {
+						return false
+					}
+					st, _, err := state.NewStore(kv).Get(ctx, pr)
 					return err == nil && st.EscalationLabelSeen && len(st.Escalations) > 0
 				}, 30*time.Second, 20*time.Millisecond, "the poller never saw the label")
 				require.NoError(t, human.RemoveLabel(ctx, pr, label))

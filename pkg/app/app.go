@@ -34,7 +34,6 @@ import (
 	"github.com/prloop/prloop/pkg/logging"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/natsx"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // Service is a long-running part of prloop. Run blocks until ctx is done or
@@ -56,7 +55,6 @@ type Runtime struct {
 	Log    *slog.Logger
 	Conn   *natsx.Conn
 	JS     jetstream.JetStream
-	Store  *state.Store
 	Common config.Common
 	// Registry holds the process's metrics, served on /metrics: the Go and
 	// process collectors, the GitHub clients' and whatever the services
@@ -273,14 +271,9 @@ func Start(ctx context.Context, name string, common config.Common, log *slog.Log
 		_ = conn.Close(context.Background())
 		return nil, err
 	}
-	store, err := state.Ensure(ctx, conn.JS, common.StreamReplicas)
-	if err != nil {
-		_ = conn.Close(context.Background())
-		return nil, err
-	}
 	reg := metrics.NewRegistry()
 	rt := &Runtime{
-		Name: name, Log: log, Conn: conn, JS: conn.JS, Store: store, Common: common, mux: http.NewServeMux(),
+		Name: name, Log: log, Conn: conn, JS: conn.JS, Common: common, mux: http.NewServeMux(),
 		Registry: reg, ghMetrics: metrics.NewGitHub(reg),
 	}
 	rt.AddReadyCheck("nats", func(context.Context) error {

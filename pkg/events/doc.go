@@ -81,7 +81,7 @@
 //	| PRWatchRequested      | cli                      | command: start watching this PR                               | worktree, context_path, actor                |
 //	| PRReviewPending       | poller                   | watched, no review signal on the current head yet             | status                                       |
 //	| PRReviewInProgress    | poller                   | a reviewer signalled "in review" (👀)                          | status, actor                                |
-//	| PRFeedbackReceived    | poller                   | changes requested on the current head                         | status, fix_cycle, comment_ids, …, epoch     |
+//	| PRFeedbackReceived    | poller                   | changes requested on the current head                         | status, fix_cycle, comment_ids, anchor, …    |
 //	| PRFeedbackAddressed   | feedback                 | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
 //	| PRFeedbackSkipped     | feedback                 | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |
 //	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers, anchor, epoch      |

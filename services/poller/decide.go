@@ -136,6 +136,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 				Base: base, Status: status, FixCycle: next.FixCycle, Actor: v.Actor,
 				CommentIDs: v.CommentIDs(), ReviewIDs: v.ReviewIDs(), Reviewers: authors(v.Feedback),
 				Epoch: next.Epoch, Worktree: next.Worktree, ContextPath: next.ContextPath,
+				Anchor: next.HeadAnchor, AddressedItems: slices.Clone(next.AddressedItems),
 			}, Parts: parts})
 			next.FeedbackHeadSHA = next.HeadSHA
 			next.AskedItems = nil

@@ -330,7 +330,7 @@ func TestDecide_EventsCarryWhatOtherServicesNeed(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 	cur := state.PR{
 		PR: pr, Status: events.StatusPending, HeadSHA: "h1", HeadAnchor: now.Add(-time.Hour), WatchedSince: now.Add(-3 * time.Hour),
-		Transitions: 1, Epoch: 2, FixCycle: 1, Worktree: "/src/w", ContextPath: "specs/x.md",
+		Transitions: 1, Epoch: 2, FixCycle: 1, Worktree: "/src/w", ContextPath: "specs/x.md", AddressedItems: []string{"c1"},
 	}
 	tm := Timing{ReviewTimeout: 2 * time.Hour}
 	tests := []struct {
@@ -349,7 +349,7 @@ func TestDecide_EventsCarryWhatOtherServicesNeed(t *testing.T) {
 			},
 		},
 		{
-			name: "a change request carries the epoch, the fix cycle, the worktree and the spec", want: events.TypeFeedbackReceived,
+			name: "a change request carries the epoch, the fix cycle, the worktree, the spec, the anchor and what was addressed", want: events.TypeFeedbackReceived,
 			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusChangesRequested, Feedback: []review.Item{{ID: 9, Author: "alice"}}}, Now: now},
 			check: func(t *testing.T, d events.Data) {
 				f := d.(*events.FeedbackReceived)
@@ -357,6 +357,8 @@ func TestDecide_EventsCarryWhatOtherServicesNeed(t *testing.T) {
 				assert.Equal(t, 1, f.FixCycle)
 				assert.Equal(t, "/src/w", f.Worktree)
 				assert.Equal(t, "specs/x.md", f.ContextPath)
+				assert.Equal(t, now.Add(-time.Hour), f.Anchor, "the feedback counts from the head's anchor")
+				assert.Equal(t, []string{"c1"}, f.AddressedItems, "what earlier fixes addressed asks for nothing")
 			},
 		},
 		{
