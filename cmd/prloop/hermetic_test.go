@@ -105,7 +105,23 @@ func TestHermetic_NoGoFileReadsOutsideTheRepository(t *testing.T) {
 	t.Parallel()
 	root := proctest.Root(t)
 	var files int
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err := eachGoFile(root, func(p string, src []byte) error {
+		files++
+		found, err := outsidePaths(root, p, src)
+		if err != nil {
+			return err
+		}
+		assert.Empty(t, found, "paths outside the repository: copy what the test needs into testdata/ beside it")
+		return nil
+	})
+	require.NoError(t, err)
+	require.Greater(t, files, 100, "the walk reached the repository's Go files")
+}
+
+// eachGoFile calls fn with every Go file of the repository at root and its
+// contents, skipping hidden directories (.git, .ci's caches).
+func eachGoFile(root string, fn func(path string, src []byte) error) error {
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -122,16 +138,8 @@ func TestHermetic_NoGoFileReadsOutsideTheRepository(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		files++
-		found, err := outsidePaths(root, p, src)
-		if err != nil {
-			return err
-		}
-		assert.Empty(t, found, "paths outside the repository: copy what the test needs into testdata/ beside it")
-		return nil
+		return fn(p, src)
 	})
-	require.NoError(t, err)
-	require.Greater(t, files, 100, "the walk reached the repository's Go files")
 }
 
 // TestHermetic_OutsidePaths guards the check itself: a check that cannot

@@ -3,8 +3,6 @@ package main
 import (
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -42,23 +40,7 @@ func TestOwnership_NoServiceUsesAnothersRecords(t *testing.T) {
 	root := proctest.Root(t)
 	var offenders []string
 	importers := map[string]int{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "testdata" || name == "vendor") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") {
-			return nil
-		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
+	err := eachGoFile(root, func(path string, src []byte) error {
 		f, err := parser.ParseFile(token.NewFileSet(), path, src, parser.ImportsOnly)
 		if err != nil {
 			return err

@@ -46,6 +46,14 @@ func sampleOf(t events.Type, pr ghref.PR) events.Data {
 		return &events.Escalated{Base: b, Reason: events.ReasonFeedbackFailed}
 	case events.TypeMerged:
 		return &events.Merged{Base: b, MergeSHA: "m"}
+	case events.TypeMergeFailed:
+		return &events.MergeFailed{Base: b, Reason: events.ReasonApprovalWithdrawn}
+	case events.TypeBranchUpdated:
+		return &events.BranchUpdated{Base: b, PreviousHeadSHA: "def", Method: "update-branch"}
+	case events.TypeEscalationResolved:
+		return &events.EscalationResolved{Base: b, Epoch: 1}
+	case events.TypeClosed:
+		return &events.Closed{Base: b}
 	}
 	panic("no sample for " + string(t))
 }
