@@ -71,10 +71,13 @@ type records struct {
 	// means anyone with write permission. The author never counts.
 	Reviewers        []string `json:"reviewers"`
 	MissingReviewers []string `json:"missing_reviewers,omitempty"`
-	Author           string   `json:"author,omitempty"`
-	Approvers        []string `json:"approvers,omitempty"`
-	FixCyclesUsed    int      `json:"fix_cycles_used"`
-	MaxFixCycles     int      `json:"max_fix_cycles"`
+	// IgnoredFindings are quorum bots' findings on the head that the
+	// finding classifier set aside: they request no changes.
+	IgnoredFindings []events.IgnoredFinding `json:"ignored_findings,omitempty"`
+	Author          string                  `json:"author,omitempty"`
+	Approvers       []string                `json:"approvers,omitempty"`
+	FixCyclesUsed   int                     `json:"fix_cycles_used"`
+	MaxFixCycles    int                     `json:"max_fix_cycles"`
 	// Queue is its place in its base branch's merge queue, nil when it is
 	// not queued.
 	Queue *queueSpot `json:"queue,omitempty"`
@@ -314,7 +317,7 @@ func recordsOf(b *prstatus.Board, pr ghref.PR, rec *state.PR, s cliSettings) *re
 	if p.Status != "" {
 		r.Verdict = p.Status
 	}
-	r.Approvers, r.FixCyclesUsed = p.Approvers, max(r.FixCyclesUsed, p.FixCycle)
+	r.Approvers, r.FixCyclesUsed, r.IgnoredFindings = p.Approvers, max(r.FixCyclesUsed, p.FixCycle), p.Ignored
 	if pos := b.Position(pr); pos > 0 {
 		q := &queueSpot{Base: p.Base, Position: pos, Ahead: []ghref.PR{}, Waiting: p.Waiting}
 		for _, a := range b.Queue(pr.RepoRef(), p.Base)[:pos-1] {
@@ -418,6 +421,9 @@ func printExplanation(w io.Writer, x explanation) error {
 			review += "; never the author, " + r.Author
 		}
 		fmt.Fprintf(tw, "  review\t%s\n", review)
+		for _, f := range r.IgnoredFindings {
+			fmt.Fprintf(tw, "  set aside\t%s%s: %s%s\n", f.Author, when(f.Location != "", " on "+f.Location), f.Reason, when(f.URL != "", " ("+f.URL+")"))
+		}
 		fmt.Fprintf(tw, "  fix cycles\t%d used, %d left (PRLOOP_MAX_FIX_CYCLES=%d)\n", r.FixCyclesUsed, max(0, r.MaxFixCycles-r.FixCyclesUsed), r.MaxFixCycles)
 		if q := r.Queue; q != nil {
 			ahead := make([]string, len(q.Ahead))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/prstatus"
 )
 
 // describe renders what an event says, in a few words, for one line.
@@ -18,18 +19,21 @@ func describe(d events.Data) string {
 	case *events.WatchRequested:
 		return "watch requested" + when(d.Actor != "", " by "+d.Actor)
 	case *events.ReviewPending:
-		return "waiting for review on " + short(d.HeadSHA)
+		return "waiting for review on " + short(d.HeadSHA) + when(len(d.MissingReviewers) > 0, "; "+prstatus.QuorumProgress(nil, d.MissingReviewers))
 	case *events.ReviewInProgress:
+		if len(d.MissingReviewers) > 0 {
+			return prstatus.QuorumProgress(d.QuorumResponded, d.MissingReviewers) + " (on " + short(d.HeadSHA) + ")" + prstatus.SetAside(len(d.IgnoredFindings))
+		}
 		return "👀 " + d.Actor + " is reviewing " + short(d.HeadSHA)
 	case *events.FeedbackReceived:
-		return fmt.Sprintf("changes requested on %s: %d comment(s), %d review(s) by %s",
-			short(d.HeadSHA), len(d.CommentIDs), len(d.ReviewIDs), strings.Join(d.Reviewers, ", "))
+		return fmt.Sprintf("changes requested on %s: %d comment(s), %d review(s) by %s%s",
+			short(d.HeadSHA), len(d.CommentIDs), len(d.ReviewIDs), strings.Join(d.Reviewers, ", "), prstatus.SetAside(len(d.IgnoredFindings)))
 	case *events.FeedbackAddressed:
 		return fmt.Sprintf("fix pushed: %s → %s (fix cycle %d)", short(d.PreviousHeadSHA), short(d.HeadSHA), d.FixCycle)
 	case *events.FeedbackSkipped:
 		return "no fix needed on " + short(d.HeadSHA) + when(d.Detail != "", ": "+d.Detail)
 	case *events.ReviewApproved:
-		return "👍 approved " + short(d.HeadSHA) + when(len(d.Approvers) > 0, " by "+strings.Join(d.Approvers, ", "))
+		return "👍 approved " + short(d.HeadSHA) + when(len(d.Approvers) > 0, " by "+strings.Join(d.Approvers, ", ")) + prstatus.SetAside(len(d.IgnoredFindings))
 	case *events.ReviewTimeout:
 		return "no approval in time" + when(len(d.MissingReviewers) > 0, "; missing "+strings.Join(d.MissingReviewers, ", "))
 	case *events.MergeQueued:

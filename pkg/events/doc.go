@@ -74,13 +74,20 @@
 // merge_sha, actor, detail. The poller's review statuses (PRReviewPending,
 // PRReviewInProgress, PRFeedbackReceived, PRReviewApproved) also carry
 // title: the PR's title when the poller read it, cleaned by CleanTitle but
-// otherwise the author's text, for display only (escape it).
+// otherwise the author's text, for display only (escape it). With the
+// quorum protocol, PRReviewPending and PRReviewInProgress carry
+// missing_reviewers, and PRReviewInProgress quorum_responded (it is
+// published again each time another bot responds, so the status line can
+// say who is still missing); PRReviewInProgress, PRFeedbackReceived and
+// PRReviewApproved carry ignored_findings: the quorum bots' findings the
+// classifier set aside (author, location, url, reason; see
+// review.Classify).
 //
 //	| type                  | published by             | means                                                         | data (besides pr, head_sha)                  |
 //	|-----------------------|--------------------------|---------------------------------------------------------------|----------------------------------------------|
 //	| PRWatchRequested      | cli                      | command: start watching this PR                               | worktree, context_path, actor                |
-//	| PRReviewPending       | poller                   | watched, no review signal on the current head yet             | status                                       |
-//	| PRReviewInProgress    | poller                   | a reviewer signalled "in review" (👀)                          | status, actor                                |
+//	| PRReviewPending       | poller                   | watched, no review signal on the current head yet             | status, missing_reviewers                    |
+//	| PRReviewInProgress    | poller                   | a reviewer signalled "in review" (👀), or part of the quorum   | status, actor, quorum_responded, missing_…   |
 //	| PRFeedbackReceived    | poller                   | changes requested on the current head                         | status, fix_cycle, comment_ids, anchor, …    |
 //	| PRFeedbackAddressed   | feedback                 | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
 //	| PRFeedbackSkipped     | feedback                 | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |

@@ -186,14 +186,43 @@ type ReviewPending struct {
 	Base
 	Status Status `json:"status"`
 	Detail string `json:"detail,omitempty"`
+	// MissingReviewers are the quorum's bots that have not responded on
+	// the head (quorum protocol only).
+	MissingReviewers []string `json:"missing_reviewers,omitempty"`
 }
 
-// ReviewInProgress says an authorized reviewer signalled "in review".
+// ReviewInProgress says an authorized reviewer signalled "in review", or
+// some of the quorum's bots responded on the head. With a quorum it is
+// published again whenever another bot responds.
 type ReviewInProgress struct {
 	Base
 	Status Status `json:"status"`
 	Actor  string `json:"actor,omitempty"`
+	// QuorumResponded and MissingReviewers are the quorum's bots that have
+	// and have not responded on the head (quorum protocol only).
+	QuorumResponded  []string `json:"quorum_responded,omitempty"`
+	MissingReviewers []string `json:"missing_reviewers,omitempty"`
+	// IgnoredFindings are quorum bots' findings so far that request no
+	// changes (see IgnoredFinding).
+	IgnoredFindings []IgnoredFinding `json:"ignored_findings,omitempty"`
 }
+
+// IgnoredFinding is a quorum bot's finding that the review policy found
+// not actionable (a nit, a style remark, a "consider …" without a concrete
+// change; PRLOOP_FINDING_IGNORE): it requests no changes and is listed so
+// that people see what was set aside.
+type IgnoredFinding struct {
+	Author string `json:"author"`
+	// Location is "path:line" for an inline finding.
+	Location string `json:"location,omitempty"`
+	URL      string `json:"url,omitempty"`
+	// Reason names the rule or pattern that set it aside, never the bot's
+	// own text.
+	Reason string `json:"reason"`
+}
+
+// MaxIgnoredFindings bounds the ignored findings one event lists.
+const MaxIgnoredFindings = 50
 
 // FeedbackReceived says changes were requested on HeadSHA.
 type FeedbackReceived struct {
@@ -219,6 +248,9 @@ type FeedbackReceived struct {
 	// count). A zero Anchor means unknown, and then nothing is addressed.
 	Anchor         time.Time `json:"anchor,omitempty"`
 	AddressedItems []string  `json:"addressed_items,omitempty"`
+	// IgnoredFindings are quorum bots' findings on the head that request
+	// no changes: the fix leaves them out.
+	IgnoredFindings []IgnoredFinding `json:"ignored_findings,omitempty"`
 }
 
 // FeedbackAddressed says a fix was pushed; HeadSHA is the new head.
@@ -259,6 +291,9 @@ type ReviewApproved struct {
 	// Epoch is the PR's escalation epoch; a merge failure that needs a
 	// human carries it on to the escalator.
 	Epoch int `json:"epoch,omitempty"`
+	// IgnoredFindings are quorum bots' findings on the head that did not
+	// stand in the way of the approval.
+	IgnoredFindings []IgnoredFinding `json:"ignored_findings,omitempty"`
 }
 
 // ReviewTimeout says no approval arrived within the review timeout.

@@ -66,6 +66,13 @@ type PR struct {
 	RequestedBy []string `json:"requested_by,omitempty"`
 	// Approvers approved the head.
 	Approvers []string `json:"approvers,omitempty"`
+	// QuorumResponded and QuorumMissing are the quorum's bots that have and
+	// have not responded on the head, while the quorum is incomplete.
+	QuorumResponded []string `json:"quorum_responded,omitempty"`
+	QuorumMissing   []string `json:"quorum_missing,omitempty"`
+	// Ignored are quorum bots' findings on the head that request no
+	// changes (set aside by the finding classifier).
+	Ignored []events.IgnoredFinding `json:"ignored_findings,omitempty"`
 	// FixCycle is the fix being made (Fixing) or the fixes pushed.
 	FixCycle int  `json:"fix_cycle"`
 	Fixing   bool `json:"fixing,omitempty"`
@@ -165,6 +172,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		// A new head: nothing said about the old one holds, but a queue
 		// place (the merger re-verifies and says so) and an escalation.
 		p.Head, p.Reviewing, p.Approvers, p.Waiting = head, "", nil, nil
+		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, nil
 	}
 	review := func(s events.Status) {
 		p.Status, p.Fixing, p.Escalation, p.EscalationDetail = s, false, "", ""
@@ -173,15 +181,23 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 	case *events.WatchRequested:
 		p.Closed, p.Merged = false, false
 	case *events.ReviewPending:
-		review(e.Status)
-		p.Approvers, p.Reviewing = nil, ""
-		b.leaveQueue(p)
+		if !p.quorumAgain(e.Status) {
+			review(e.Status)
+			p.Approvers, p.Reviewing = nil, ""
+			b.leaveQueue(p)
+		}
+		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, slices.Clone(e.MissingReviewers), nil
 	case *events.ReviewInProgress:
-		review(e.Status)
+		if !p.quorumAgain(e.Status) {
+			review(e.Status)
+			b.leaveQueue(p)
+		}
 		p.Reviewing = e.Actor
-		b.leaveQueue(p)
+		p.QuorumResponded, p.QuorumMissing = slices.Clone(e.QuorumResponded), slices.Clone(e.MissingReviewers)
+		p.Ignored = slices.Clone(e.IgnoredFindings)
 	case *events.FeedbackReceived:
 		review(e.Status)
+		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, slices.Clone(e.IgnoredFindings)
 		p.Fixing, p.FixCycle = true, e.FixCycle+1
 		p.RequestedBy = slices.Clone(e.Reviewers)
 		if len(p.RequestedBy) == 0 && e.Actor != "" {
@@ -195,6 +211,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.Fixing = false
 	case *events.ReviewApproved:
 		review(e.Status)
+		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, slices.Clone(e.IgnoredFindings)
 		p.Approvers = slices.Clone(e.Approvers)
 		if len(p.Approvers) == 0 && e.Actor != "" {
 			p.Approvers = []string{e.Actor}
@@ -237,6 +254,13 @@ func (b *Board) prune(now time.Time) {
 			delete(b.prs, k)
 		}
 	}
+}
+
+// quorumAgain reports whether a status event only says that the quorum
+// moved on (the poller publishes the same status again when another bot
+// responds): what else the line says, such as an escalation, still holds.
+func (p *PR) quorumAgain(s events.Status) bool {
+	return s == p.Status && len(p.QuorumMissing) > 0
 }
 
 func (b *Board) leaveQueue(p *PR) { p.QueuedSeq, p.QueuedAt, p.Waiting = 0, time.Time{}, nil }
@@ -293,19 +317,43 @@ func line(p *PR, pos int, o Options) Line {
 		}
 		return Line{Error, text}
 	case p.Fixing:
-		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)", by(p.RequestedBy), cycle(p.FixCycle, o.MaxFixCycles))}
+		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, o.MaxFixCycles), SetAside(len(p.Ignored)))}
 	case p.Status == events.StatusApproved && pos > 0 && len(p.Waiting) > 0:
 		return Line{Pending, "approved" + by(p.Approvers) + " — waiting for checks: " + strings.Join(p.Waiting, ", ")}
 	case p.Status == events.StatusApproved && pos > 0:
 		return Line{Pending, fmt.Sprintf("approved%s — %s in the merge queue for %s", by(p.Approvers), ordinal(pos), p.Base)}
 	case p.Status == events.StatusApproved:
-		return Line{Success, "approved" + by(p.Approvers)}
+		return Line{Success, "approved" + by(p.Approvers) + SetAside(len(p.Ignored))}
 	case p.Status == events.StatusChangesRequested:
 		return Line{Pending, "changes requested" + by(p.RequestedBy)}
+	case len(p.QuorumMissing) > 0:
+		text := QuorumProgress(p.QuorumResponded, p.QuorumMissing)
+		if p.Reviewing != "" && !slices.Contains(p.QuorumResponded, p.Reviewing) {
+			text = "👀 " + p.Reviewing + " is reviewing; " + text
+		}
+		return Line{Pending, text}
 	case p.Reviewing != "":
 		return Line{Pending, "👀 " + p.Reviewing + " is reviewing"}
 	}
 	return Line{Pending, "waiting for review"}
+}
+
+// QuorumProgress says how far the quorum's bots are: "2 of 3 bot reviews:
+// waiting for gemini".
+func QuorumProgress(responded, missing []string) string {
+	return fmt.Sprintf("%d of %d bot reviews: waiting for %s", len(responded), len(responded)+len(missing), strings.Join(missing, ", "))
+}
+
+// SetAside notes the n quorum bots' findings the classifier set aside:
+// "; 2 bot findings set aside", or "" for none.
+func SetAside(n int) string {
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "; 1 bot finding set aside"
+	}
+	return fmt.Sprintf("; %d bot findings set aside", n)
 }
 
 func by(logins []string) string {

@@ -101,6 +101,39 @@ func TestLine_EveryTrigger(t *testing.T) {
 			&events.Escalated{Base: base(pr1, headA), Reason: events.ReasonReviewTimeout},
 			&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "carol"},
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "👀 carol is reviewing"}},
+		{name: "quorum incomplete: who is still missing", events: []events.Data{
+			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending, MissingReviewers: []string{"coderabbitai[bot]", "copilot", "gemini"}},
+			&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "coderabbitai[bot]",
+				QuorumResponded: []string{"coderabbitai[bot]"}, MissingReviewers: []string{"copilot", "gemini"}},
+			&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "coderabbitai[bot]",
+				QuorumResponded: []string{"coderabbitai[bot]", "copilot"}, MissingReviewers: []string{"gemini"}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "2 of 3 bot reviews: waiting for gemini"}},
+		{name: "quorum not started", events: []events.Data{
+			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending, MissingReviewers: []string{"copilot", "gemini"}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "0 of 2 bot reviews: waiting for copilot, gemini"}},
+		{name: "a human's eyes beside an incomplete quorum", events: []events.Data{
+			&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "alice", MissingReviewers: []string{"gemini"}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "👀 alice is reviewing; 0 of 1 bot reviews: waiting for gemini"}},
+		{name: "another bot's response keeps the escalation", events: []events.Data{
+			&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "copilot",
+				QuorumResponded: []string{"copilot"}, MissingReviewers: []string{"gemini", "openai"}},
+			&events.EscalationRequested{Base: base(pr1, headA), Reason: events.ReasonReviewWorkflowFailed},
+			&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "copilot",
+				QuorumResponded: []string{"copilot", "openai"}, MissingReviewers: []string{"gemini"}},
+		}, want: prstatus.Line{State: prstatus.Error, Text: "needs a human: review workflow failed (label human-review-required)"}},
+		{name: "approved with nits set aside", events: []events.Data{
+			&events.ReviewApproved{Base: base(pr1, headA), Status: events.StatusApproved, Approvers: []string{"copilot", "gemini"},
+				IgnoredFindings: []events.IgnoredFinding{{Author: "gemini", Location: "main.go:3", Reason: "nit"}, {Author: "gemini", Reason: "nit"}}},
+		}, want: prstatus.Line{State: prstatus.Success, Text: "approved by copilot, gemini; 2 bot findings set aside"}},
+		{name: "fixing a bug, a nit set aside", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"copilot"},
+				IgnoredFindings: []events.IgnoredFinding{{Author: "gemini", Reason: "nit"}}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by copilot — agent fixing (cycle 1 of 2); 1 bot finding set aside"}},
+		{name: "a new head forgets the quorum and the findings", events: []events.Data{
+			&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "copilot",
+				QuorumResponded: []string{"copilot"}, MissingReviewers: []string{"gemini"}, IgnoredFindings: []events.IgnoredFinding{{Author: "copilot", Reason: "nit"}}},
+			&events.ReviewApproved{Base: base(pr1, headB), Status: events.StatusApproved, Approvers: []string{"alice"}},
+		}, want: prstatus.Line{State: prstatus.Success, Text: "approved by alice"}},
 		{name: "merged", events: []events.Data{approved, queued, &events.Merged{Base: base(pr1, headA), MergeSHA: "a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2"}},
 			want: prstatus.Line{State: prstatus.Success, Text: "merged as a1b2c3d"}},
 		{name: "closed", events: []events.Data{approved, &events.Closed{Base: base(pr1, headA)}},

@@ -23,6 +23,12 @@ type PolicyConfig struct {
 	// ReviewFailurePatterns mark a quorum reviewer's comment as a failed
 	// review workflow (case-insensitive).
 	ReviewFailurePatterns []string `envconfig:"PRLOOP_REVIEW_FAILURE_PATTERNS" default:"API Error,Timeout,503,workflow failed"`
+	// FindingIgnore are regular expressions (comma-separated,
+	// case-insensitive) that set a quorum bot's finding aside as not
+	// actionable unless it is critical (see Classify); the default is
+	// DefaultFindingIgnore, and an empty value leaves only the built-in
+	// rules. Backslashes are doubled in the tag: struct tags unquote them.
+	FindingIgnore []string `envconfig:"PRLOOP_FINDING_IGNORE" default:"^[\\W_]*(nit(s|pick\\w*)?|style|formatting|typo|cosmetic|trivial)\\b,\\[(nit|style|formatting|typo|cosmetic|trivial)\\],severity\\W*(low|trivial|info)\\b,\\blow[- ]priority\\b,!\\[low\\]"`
 	// ApprovalSurvivesPush lets an approval given before the latest push
 	// approve the new head.
 	ApprovalSurvivesPush bool `envconfig:"PRLOOP_APPROVAL_SURVIVES_PUSH" default:"false"`
@@ -42,6 +48,9 @@ func (c PolicyConfig) Validate() error {
 		if p == ProtocolQuorum && len(ParseReviewers(c.RequiredReviewers)) == 0 {
 			errs = append(errs, errors.New("PRLOOP_REVIEW_PROTOCOLS includes quorum but PRLOOP_REQUIRED_REVIEWERS is empty: name the bot reviewers, e.g. copilot-pull-request-reviewer,github-actions[bot]/OpenAI Code Review"))
 		}
+	}
+	if _, err := CompileFindingIgnore(c.FindingIgnore); err != nil {
+		errs = append(errs, err)
 	}
 	if c.PermissionCacheTTL < 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_PERMISSION_CACHE_TTL=%s: want a positive duration", c.PermissionCacheTTL))
@@ -74,7 +83,9 @@ func (c PolicyConfig) Protocols() ([]Protocol, error) {
 // prloop's own login, whose signals never count.
 func (c PolicyConfig) Policy(self string) Policy {
 	protos, _ := c.Protocols()
+	ignore, _ := CompileFindingIgnore(c.FindingIgnore) // Validate reports a bad one
 	return Policy{
+		FindingIgnore:        ignore,
 		Protocols:            protos,
 		Quorum:               ParseReviewers(c.RequiredReviewers),
 		FailurePatterns:      c.ReviewFailurePatterns,

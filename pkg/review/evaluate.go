@@ -14,7 +14,7 @@ import (
 func Evaluate(sig Signals, head Head, pol Policy, authorized Authorizer) Verdict {
 	e := evaluator{sig: sig, head: head, pol: pol, authorized: authorized, cache: map[string]bool{}}
 	best := Verdict{Status: events.StatusPending}
-	var feedback []Item
+	var feedback, ignored []Item
 	for _, p := range pol.Protocols {
 		var v Verdict
 		switch p {
@@ -29,11 +29,15 @@ func Evaluate(sig Signals, head Head, pol Policy, authorized Authorizer) Verdict
 			continue
 		}
 		feedback = append(feedback, v.Feedback...)
+		ignored = append(ignored, v.Ignored...)
 		if v.Status.Rank() > best.Status.Rank() {
 			best.Status, best.Actor, best.Approvers = v.Status, v.Actor, v.Approvers
 		}
 	}
 	best.Feedback = Dedupe(feedback)
+	if len(ignored) > 0 {
+		best.Ignored = Dedupe(ignored)
+	}
 	return best
 }
 
@@ -167,7 +171,7 @@ func (e *evaluator) reviewItems(r Review) []Item {
 
 func (e *evaluator) quorum() Verdict {
 	q := &QuorumResult{Failed: map[string]string{}}
-	var items []Item
+	var items, ignored []Item
 	for _, req := range e.pol.Quorum {
 		resp := e.responses(req)
 		if len(resp) == 0 {
@@ -179,12 +183,19 @@ func (e *evaluator) quorum() Verdict {
 			if m := matchFailure(it.Body, e.pol.FailurePatterns); m != "" {
 				q.Failed[req.String()] = m
 			}
-			if it.finding && !e.addressed(it.Kind, it.ID) {
+			if !it.finding || e.addressed(it.Kind, it.ID) {
+				continue
+			}
+			c := Classify(it.Item, e.pol.FindingIgnore)
+			it.Why = c.Reason
+			if c.Actionable {
 				items = append(items, it.Item)
+			} else {
+				ignored = append(ignored, it.Item)
 			}
 		}
 	}
-	v := Verdict{Quorum: q}
+	v := Verdict{Quorum: q, Ignored: ignored}
 	switch {
 	case len(q.Missing) == 0 && len(e.pol.Quorum) > 0 && len(q.Failed) == 0:
 		if len(items) > 0 {

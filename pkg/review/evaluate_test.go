@@ -1,6 +1,7 @@
 package review
 
 import (
+	"regexp"
 	"testing"
 	"time"
 
@@ -33,8 +34,17 @@ var (
 		Protocols:       []Protocol{ProtocolQuorum},
 		Quorum:          []Reviewer{{Login: "copilot-pull-request-reviewer"}, {Login: "github-actions[bot]", Marker: "OpenAI Code Review"}},
 		FailurePatterns: DefaultFailurePatterns,
+		FindingIgnore:   mustCompile(DefaultFindingIgnore),
 	}
 )
+
+func mustCompile(patterns []string) []*regexp.Regexp {
+	res, err := CompileFindingIgnore(patterns)
+	if err != nil {
+		panic(err)
+	}
+	return res
+}
 
 func react(u User, content string, at time.Time) Reaction {
 	return Reaction{ID: at.Unix(), Content: content, User: u, CreatedAt: at}
@@ -88,6 +98,14 @@ func TestEvaluate(t *testing.T) {
 			sig: Signals{
 				Comments:       []Comment{comment(1, alice, "rename x", after)},
 				ReviewComments: []ReviewComment{{ID: 2, User: bob, Path: "a.go", Line: 3, Body: "nil check", CreatedAt: after.Add(time.Second)}},
+			},
+			want: events.StatusChangesRequested, wantActor: "alice", wantFeedback: []int64{1, 2},
+		},
+		{
+			name: "humans' nits are never classified: they request changes", pol: Policy{Protocols: []Protocol{ProtocolEmoji, ProtocolQuorum}, Quorum: quorumPol.Quorum, FindingIgnore: quorumPol.FindingIgnore},
+			sig: Signals{
+				Comments:       []Comment{comment(1, alice, "Nit: rename x", after)},
+				ReviewComments: []ReviewComment{{ID: 2, User: bob, Path: "a.go", Line: 3, Body: "Consider a shorter name.", CreatedAt: after}},
 			},
 			want: events.StatusChangesRequested, wantActor: "alice", wantFeedback: []int64{1, 2},
 		},
@@ -250,6 +268,7 @@ func TestEvaluate_Quorum(t *testing.T) {
 		wantMissing  []string
 		wantFailed   map[string]string
 		wantFeedback []int64
+		wantIgnored  []int64
 	}{
 		{
 			name: "nobody responded", want: events.StatusPending,
@@ -308,6 +327,38 @@ func TestEvaluate_Quorum(t *testing.T) {
 			},
 			wantFeedback: []int64{7, 9},
 		},
+		{
+			name: "a quorum where one bot only nit-picks approves, and lists the nits", want: events.StatusApproved,
+			sig: Signals{
+				Reviews: []Review{copilotReview},
+				ReviewComments: []ReviewComment{
+					{ID: 7, ReviewID: 50, User: copilot, Path: "main.go", Line: 4, Body: "Nit: `x` could be named `count`.", CommitID: "head", CreatedAt: after},
+					{ID: 8, ReviewID: 50, User: copilot, Path: "main.go", Line: 9, Body: "Consider adding a doc comment.", CommitID: "head", CreatedAt: after.Add(time.Second)},
+				},
+				Comments: []Comment{openAI(1, "No issues.", after)},
+			},
+			wantIgnored: []int64{7, 8},
+		},
+		{
+			name: "a bug with a suggestion requests changes; the nit beside it is listed", want: events.StatusChangesRequested,
+			sig: Signals{
+				Reviews: []Review{copilotReview},
+				ReviewComments: []ReviewComment{
+					{ID: 7, ReviewID: 50, User: copilot, Path: "main.go", Line: 4, Body: "Nit: trailing space.", CommitID: "head", CreatedAt: after},
+					{ID: 8, ReviewID: 50, User: copilot, Path: "main.go", Line: 9, Body: "Bug: the error is dropped.\n\n```suggestion\nreturn err\n```", CommitID: "head", CreatedAt: after.Add(time.Second)},
+				},
+				Comments: []Comment{openAI(1, "No issues.", after)},
+			},
+			wantFeedback: []int64{8}, wantIgnored: []int64{7},
+		},
+		{
+			name: "a nit-picking review that requests changes does not", want: events.StatusApproved,
+			sig: Signals{
+				Reviews:  []Review{{ID: 50, User: copilot, State: "CHANGES_REQUESTED", Body: "_🧹 Nitpick_: prefer `any` to `interface{}`.", CommitID: "head", SubmittedAt: after}},
+				Comments: []Comment{openAI(1, "No issues.", after)},
+			},
+			wantIgnored: []int64{50},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -326,6 +377,12 @@ func TestEvaluate_Quorum(t *testing.T) {
 				ids = append(ids, it.ID)
 			}
 			assert.Equal(t, tt.wantFeedback, ids)
+			var ignored []int64
+			for _, it := range v.Ignored {
+				ignored = append(ignored, it.ID)
+				assert.NotEmpty(t, it.Why, "an ignored finding says why")
+			}
+			assert.Equal(t, tt.wantIgnored, ignored)
 		})
 	}
 }

@@ -11,8 +11,10 @@
 //   - reviews: GitHub's native reviews; each reviewer's latest APPROVED or
 //     CHANGES_REQUESTED review on the current head counts.
 //   - quorum: a set of bot reviewers that must all respond on the current
-//     head; any actionable finding (an inline comment, or a review that
-//     requests changes) means changes requested, none means approved.
+//     head; an actionable finding (an inline comment, or a review that
+//     requests changes, that Classify finds actionable) means changes
+//     requested, none means approved. Findings Classify sets aside are
+//     listed in Verdict.Ignored and ask for nothing.
 //
 // Rules naive review bots get wrong and this package gets right:
 //
@@ -25,6 +27,7 @@
 package review
 
 import (
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -147,6 +150,9 @@ type Policy struct {
 	ApprovalSurvivesPush bool
 	// Self is prloop's own login; its signals never count.
 	Self string
+	// FindingIgnore are the compiled PRLOOP_FINDING_IGNORE patterns Classify
+	// applies to quorum bots' findings; none leaves only its built-in rules.
+	FindingIgnore []*regexp.Regexp
 }
 
 // DefaultFailurePatterns are the texts that mark a review bot's failure.
@@ -190,6 +196,9 @@ type Item struct {
 	DiffHunk  string
 	CreatedAt time.Time
 	URL       string
+	// Why is Classify's reason for a quorum bot's finding; empty for
+	// humans' feedback, which is never classified.
+	Why string
 }
 
 // Item kinds.
@@ -228,6 +237,10 @@ type Verdict struct {
 	Approvers []string
 	// Feedback holds the change requests, deduplicated, oldest first.
 	Feedback []Item
+	// Ignored holds the quorum bots' findings Classify found not actionable
+	// (each with its Why), deduplicated, oldest first: they request no
+	// changes, and are listed so that people see what was set aside.
+	Ignored []Item
 	// Quorum is set when the quorum protocol is enabled.
 	Quorum *QuorumResult
 }

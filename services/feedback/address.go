@@ -425,6 +425,7 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 		URL: a.pull.GetHTMLURL(), Ref: pr.String(), Title: SanitizeLine(a.pull.GetTitle()), Branch: SanitizeLine(a.wt.Branch),
 		HeadSHA: head, FixCycle: a.cycle, ContextPath: SanitizeLine(req.ContextPath),
 		Comments: Comments(v.Feedback, s.cfg.PromptMaxBytes),
+		LeftOut:  LeftOut(v.Ignored), LeftOutCount: len(v.Ignored),
 	}
 	if data.URL == "" {
 		data.URL = pr.URL

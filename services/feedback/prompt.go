@@ -62,6 +62,12 @@ type PromptData struct {
 	ContextOmitted []string
 	// Comments are the feedback to address, oldest first.
 	Comments []PromptComment
+	// LeftOut are the quorum bots' findings the finding classifier set
+	// aside (review.Classify), without their text: the prompt names them
+	// so the agent knows they were left out on purpose. At most
+	// maxLeftOut; LeftOutCount counts them all.
+	LeftOut      []PromptComment
+	LeftOutCount int
 }
 
 // ContextFile is one spec or plan file.
@@ -80,6 +86,8 @@ type PromptComment struct {
 	Body     string
 	DiffHunk string
 	URL      string
+	// Reason is why a left-out finding was set aside.
+	Reason string
 }
 
 // kindText names a feedback kind in the prompt.
@@ -96,16 +104,8 @@ func Comments(items []review.Item, maxBytes int) []PromptComment {
 	out := make([]PromptComment, 0, len(items))
 	budget := maxBytes
 	for _, it := range items {
-		c := PromptComment{
-			Kind: it.Kind, KindText: kindText[it.Kind], Author: SanitizeLine(it.Author), URL: SanitizeLine(it.URL),
-			Body: Sanitize(it.Body), DiffHunk: strings.TrimRight(stripInvisible(it.DiffHunk), "\n"),
-		}
-		if it.Path != "" {
-			c.Location = SanitizeLine(review.Item{Path: it.Path, Line: it.Line}.Location())
-		}
-		if c.KindText == "" {
-			c.KindText = "comment"
-		}
+		c := heading(it)
+		c.Body, c.DiffHunk = Sanitize(it.Body), strings.TrimRight(stripInvisible(it.DiffHunk), "\n")
 		if budget < minQuote {
 			c.Body, c.DiffHunk = "[comment omitted: PRLOOP_PROMPT_MAX_BYTES reached]", ""
 		} else {
@@ -118,6 +118,35 @@ func Comments(items []review.Item, maxBytes int) []PromptComment {
 	}
 	return out
 }
+
+// heading is what names an item in the prompt: its kind, author,
+// location and URL, sanitised.
+func heading(it review.Item) PromptComment {
+	c := PromptComment{Kind: it.Kind, KindText: kindText[it.Kind], Author: SanitizeLine(it.Author), URL: SanitizeLine(it.URL)}
+	if it.Path != "" {
+		c.Location = SanitizeLine(review.Item{Path: it.Path, Line: it.Line}.Location())
+	}
+	if c.KindText == "" {
+		c.KindText = "comment"
+	}
+	return c
+}
+
+// LeftOut names the findings the classifier set aside (review.Verdict's
+// Ignored), at most maxLeftOut of them, each with its reason and without
+// its text: the agent is not to act on them.
+func LeftOut(items []review.Item) []PromptComment {
+	out := make([]PromptComment, 0, min(len(items), maxLeftOut))
+	for _, it := range items[:min(len(items), maxLeftOut)] {
+		c := heading(it)
+		c.Reason = SanitizeLine(it.Why)
+		out = append(out, c)
+	}
+	return out
+}
+
+// maxLeftOut bounds the left-out findings a prompt names.
+const maxLeftOut = 50
 
 // maxHunkBytes caps one diff hunk: the agent has the file itself.
 const maxHunkBytes = 4 << 10

@@ -121,22 +121,36 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		status = events.StatusApproved
 	}
 	suppressed := status == events.StatusChangesRequested && next.FeedbackHeadSHA == next.HeadSHA
-	if status != next.Status && !suppressed {
+	// While the quorum is incomplete, each bot's response is news for the
+	// status line ("2 of 3 bot reviews: waiting for …"): the same status is
+	// published again when the set of missing bots changes.
+	quorumMoved := v.Quorum != nil && status == next.Status && (status == events.StatusInProgress || status == events.StatusPending) &&
+		!slices.Equal(cur.MissingReviewers, next.MissingReviewers)
+	if (status != next.Status || quorumMoved) && !suppressed {
 		next.Transitions++
 		parts := []string{ghref.EventSHA(next.HeadSHA), strconv.Itoa(next.Transitions)}
+		var responded []string
+		if v.Quorum != nil {
+			responded = v.Quorum.Responded
+		}
 		switch status {
 		case events.StatusApproved:
 			out = append(out, Emit{Data: &events.ReviewApproved{
 				Base: base, Status: status, Actor: v.Actor, Approvers: v.Approvers, Anchor: next.HeadAnchor, Epoch: next.Epoch,
+				IgnoredFindings: ignoredFindings(v.Ignored),
 			}, Parts: parts})
 		case events.StatusInProgress:
-			out = append(out, Emit{Data: &events.ReviewInProgress{Base: base, Status: status, Actor: v.Actor}, Parts: parts})
+			out = append(out, Emit{Data: &events.ReviewInProgress{
+				Base: base, Status: status, Actor: v.Actor,
+				QuorumResponded: responded, MissingReviewers: next.MissingReviewers, IgnoredFindings: ignoredFindings(v.Ignored),
+			}, Parts: parts})
 		case events.StatusChangesRequested:
 			out = append(out, Emit{Data: &events.FeedbackReceived{
 				Base: base, Status: status, FixCycle: next.FixCycle, Actor: v.Actor,
 				CommentIDs: v.CommentIDs(), ReviewIDs: v.ReviewIDs(), Reviewers: authors(v.Feedback),
 				Epoch: next.Epoch, Worktree: next.Worktree, ContextPath: next.ContextPath,
 				Anchor: next.HeadAnchor, AddressedItems: slices.Clone(next.AddressedItems),
+				IgnoredFindings: ignoredFindings(v.Ignored),
 			}, Parts: parts})
 			next.FeedbackHeadSHA = next.HeadSHA
 			next.AskedItems = nil
@@ -144,7 +158,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 				next.AskedItems = append(next.AskedItems, it.Key())
 			}
 		default:
-			out = append(out, Emit{Data: &events.ReviewPending{Base: base, Status: events.StatusPending}, Parts: parts})
+			out = append(out, Emit{Data: &events.ReviewPending{Base: base, Status: events.StatusPending, MissingReviewers: next.MissingReviewers}, Parts: parts})
 			status = events.StatusPending
 		}
 		next.Status = status
@@ -253,6 +267,16 @@ func authors(items []review.Item) []string {
 			seen[it.Author] = true
 			out = append(out, it.Author)
 		}
+	}
+	return out
+}
+
+// ignoredFindings lists the findings the quorum's classifier set aside, as
+// events carry them (at most events.MaxIgnoredFindings).
+func ignoredFindings(items []review.Item) []events.IgnoredFinding {
+	var out []events.IgnoredFinding
+	for _, it := range items[:min(len(items), events.MaxIgnoredFindings)] {
+		out = append(out, events.IgnoredFinding{Author: it.Author, Location: it.Location(), URL: it.URL, Reason: it.Why})
 	}
 	return out
 }

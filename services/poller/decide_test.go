@@ -153,6 +153,28 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name: "another quorum bot's response publishes the same status again, saying who is still missing",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.Transitions, c.MissingReviewers = events.StatusInProgress, 2, []string{"copilot", "gemini"}
+				return c
+			}(),
+			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress, Actor: "coderabbitai[bot]",
+				Quorum: &review.QuorumResult{Responded: []string{"coderabbitai[bot]", "copilot"}, Missing: []string{"gemini"}}}, Now: now},
+			wantTypes: []events.Type{events.TypeReviewInProgress}, wantIDs: [][]string{{"h1", "3"}},
+			check: func(t *testing.T, n state.PR) { assert.Equal(t, []string{"gemini"}, n.MissingReviewers) },
+		},
+		{
+			name: "an unchanged quorum publishes nothing",
+			cur: func() state.PR {
+				c := watched
+				c.Status, c.Transitions, c.MissingReviewers = events.StatusInProgress, 2, []string{"gemini"}
+				return c
+			}(),
+			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress,
+				Quorum: &review.QuorumResult{Responded: []string{"copilot"}, Missing: []string{"gemini"}}}, Now: now},
+		},
+		{
 			name: "the escalation label is noted while it is on the PR",
 			cur:  escalated,
 			obs:  Observation{HeadSHA: "h1", Labels: []string{"Human-Review-Required"}, Verdict: verdict(events.StatusChangesRequested), Now: now},
@@ -359,6 +381,35 @@ func TestDecide_EventsCarryWhatOtherServicesNeed(t *testing.T) {
 				assert.Equal(t, "specs/x.md", f.ContextPath)
 				assert.Equal(t, now.Add(-time.Hour), f.Anchor, "the feedback counts from the head's anchor")
 				assert.Equal(t, []string{"c1"}, f.AddressedItems, "what earlier fixes addressed asks for nothing")
+			},
+		},
+		{
+			name: "an approval lists the findings set aside", want: events.TypeReviewApproved,
+			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusApproved, Approvers: []string{"copilot"},
+				Ignored: []review.Item{{Kind: review.KindReviewComment, ID: 7, Author: "copilot", Path: "main.go", Line: 4, URL: "u", Why: "matches PRLOOP_FINDING_IGNORE pattern nit"}}}, Now: now},
+			check: func(t *testing.T, d events.Data) {
+				assert.Equal(t, []events.IgnoredFinding{{Author: "copilot", Location: "main.go:4", URL: "u", Reason: "matches PRLOOP_FINDING_IGNORE pattern nit"}},
+					d.(*events.ReviewApproved).IgnoredFindings)
+			},
+		},
+		{
+			name: "a change request lists the findings set aside", want: events.TypeFeedbackReceived,
+			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusChangesRequested, Feedback: []review.Item{{ID: 9, Author: "copilot"}},
+				Ignored: []review.Item{{ID: 7, Author: "copilot", Why: "nit"}}}, Now: now},
+			check: func(t *testing.T, d events.Data) {
+				f := d.(*events.FeedbackReceived)
+				assert.Equal(t, []int64{9}, f.CommentIDs)
+				assert.Equal(t, []events.IgnoredFinding{{Author: "copilot", Reason: "nit"}}, f.IgnoredFindings)
+			},
+		},
+		{
+			name: "quorum progress names who responded and who is missing", want: events.TypeReviewInProgress,
+			obs: Observation{HeadSHA: "h1", Verdict: review.Verdict{Status: events.StatusInProgress,
+				Quorum: &review.QuorumResult{Responded: []string{"a", "b"}, Missing: []string{"gemini"}}}, Now: now.Add(-2 * time.Hour)},
+			check: func(t *testing.T, d events.Data) {
+				p := d.(*events.ReviewInProgress)
+				assert.Equal(t, []string{"a", "b"}, p.QuorumResponded)
+				assert.Equal(t, []string{"gemini"}, p.MissingReviewers)
 			},
 		},
 		{

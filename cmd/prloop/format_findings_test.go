@@ -1,0 +1,48 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+)
+
+func TestDescribe_QuorumAndSetAsideFindings(t *testing.T) {
+	t.Parallel()
+	b := events.Base{PR: ghref.PR{Owner: "acme", Repo: "w", Number: 1}, HeadSHA: "0123456789abcdef0123456789abcdef01234567"}
+	nit := []events.IgnoredFinding{{Author: "coderabbitai[bot]", Location: "main.go:3", Reason: "matches PRLOOP_FINDING_IGNORE pattern nit"}}
+	tests := []struct {
+		name string
+		d    events.Data
+		want string
+	}{
+		{name: "pending quorum", d: &events.ReviewPending{Base: b, MissingReviewers: []string{"copilot", "gemini"}},
+			want: "waiting for review on 0123456; 0 of 2 bot reviews: waiting for copilot, gemini"},
+		{name: "quorum in progress", d: &events.ReviewInProgress{Base: b, Actor: "copilot", QuorumResponded: []string{"copilot"}, MissingReviewers: []string{"gemini"}, IgnoredFindings: nit},
+			want: "1 of 2 bot reviews: waiting for gemini (on 0123456); 1 bot finding set aside"},
+		{name: "eyes", d: &events.ReviewInProgress{Base: b, Actor: "alice"}, want: "👀 alice is reviewing 0123456"},
+		{name: "approved with a nit", d: &events.ReviewApproved{Base: b, Approvers: []string{"copilot"}, IgnoredFindings: nit},
+			want: "👍 approved 0123456 by copilot; 1 bot finding set aside"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, describe(tt.d))
+		})
+	}
+}
+
+func TestPrintExplanation_ListsSetAsideFindings(t *testing.T) {
+	t.Parallel()
+	x := explanation{PR: ghref.PR{Owner: "acme", Repo: "w", Number: 1}, Records: &records{
+		Verdict: events.StatusApproved, MaxFixCycles: 2,
+		IgnoredFindings: []events.IgnoredFinding{{Author: "coderabbitai[bot]", Location: "main.go:3", URL: "https://x/1", Reason: "matches PRLOOP_FINDING_IGNORE pattern nit"}},
+	}}
+	var out bytes.Buffer
+	require.NoError(t, printExplanation(&out, x))
+	assert.Regexp(t, `set aside\s+coderabbitai\[bot\] on main.go:3: matches PRLOOP_FINDING_IGNORE pattern nit \(https://x/1\)`, out.String())
+}
