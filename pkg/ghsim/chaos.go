@@ -62,6 +62,7 @@ func (s *Sim) FaultCounts() map[FaultKind]int {
 // WriteRecord is one request that could change the simulated GitHub (any
 // method but GET and HEAD), as the simulator answered it.
 type WriteRecord struct {
+	// Time is when the request arrived, before the simulator acted on it.
 	Time   time.Time
 	Method string
 	// Path is the request's path, without /api/v3.
@@ -81,7 +82,7 @@ func (s *Sim) recordWrite(c *reqCtx, status int, f *Fault) {
 	if c.r.Method == http.MethodGet || c.r.Method == http.MethodHead {
 		return
 	}
-	w := WriteRecord{Time: s.Now(), Method: c.r.Method, Path: c.r.URL.Path, Route: c.route, Status: status}
+	w := WriteRecord{Time: c.now, Method: c.r.Method, Path: c.r.URL.Path, Route: c.route, Status: status}
 	if c.user != nil {
 		w.Login = c.user.login
 	}
