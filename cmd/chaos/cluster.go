@@ -33,10 +33,12 @@ func natsNodeMain(args []string) error {
 		ServerName: *name, Host: "127.0.0.1", Port: *port, JetStream: true, StoreDir: *dir,
 		// Every write is fsynced, as prloop's deployments configure it.
 		SyncAlways: true,
-		Cluster:    server.ClusterOpts{Name: "chaos", Host: "127.0.0.1", Port: *cport},
 		NoSigs:     true,
 	}
-	for _, r := range strings.Split(*routes, ",") {
+	if *routes != "" {
+		opts.Cluster = server.ClusterOpts{Name: "chaos", Host: "127.0.0.1", Port: *cport}
+	}
+	for _, r := range strings.FieldsFunc(*routes, func(r rune) bool { return r == ',' }) {
 		u, err := url.Parse(r)
 		if err != nil {
 			return fmt.Errorf("route %q: %w", r, err)

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/state"
 )
 
 // injector schedules the process faults. A process it has down or paused
@@ -187,7 +190,7 @@ func (in *injector) nodeLoss(ctx context.Context) {
 // stepDown forces the leader of the event stream or of the state bucket's
 // stream to step down.
 func (in *injector) stepDown(ctx context.Context) {
-	stream := []string{"PRLOOP", "KV_PRLOOP_PRS"}[in.w.rng.intn(2)]
+	stream := []string{events.StreamName, "KV_" + state.Bucket}[in.w.rng.intn(2)]
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	m, err := in.w.nc.RequestWithContext(rctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil)

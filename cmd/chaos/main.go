@@ -10,6 +10,7 @@
 //
 //	go run ./cmd/chaos -short            # CI: about 20 lifecycles
 //	go run ./cmd/chaos -prs 200 -repos 6 # the figures
+//	go run ./cmd/chaos bench-publish     # BENCHMARKS.md: publish-ack latency
 package main
 
 import (
@@ -45,6 +46,13 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "nats-node" {
 		if err := natsNodeMain(os.Args[2:]); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos nats-node:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "bench-publish" {
+		if err := benchPublish(context.Background(), 2000); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos bench-publish:", err)
 			os.Exit(1)
 		}
 		return

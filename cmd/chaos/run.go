@@ -139,11 +139,19 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	// The suite creates the streams with 3 replicas before any service,
 	// as an operator would; services only ensure what exists.
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = events.EnsureStreams(sctx, w.js, events.StreamOptions{Replicas: 3})
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("create streams: %w", err)
+	// Right after the meta leader is elected the other peers may not be
+	// known yet, and an R3 stream has too few: retry a while.
+	for i := 0; ; i++ {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = events.EnsureStreams(sctx, w.js, events.StreamOptions{Replicas: 3})
+		cancel()
+		if err == nil {
+			break
+		}
+		if i == 30 {
+			return nil, fmt.Errorf("create streams: %w", err)
+		}
+		sleep(ctx, time.Second)
 	}
 
 	if err := w.startSim(); err != nil {

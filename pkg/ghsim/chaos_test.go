@@ -109,3 +109,10 @@ func callShort(t *testing.T, e *env, method, path string, body any) {
 		resp.Body.Close()
 	}
 }
+
+func TestFaultKind_String(t *testing.T) {
+	t.Parallel()
+	for k, want := range map[ghsim.FaultKind]string{0: "none", ghsim.FaultEmptyObject: "empty_object", ghsim.FaultSecondaryLimit: "secondary_403", 99: "fault(99)"} {
+		assert.Equal(t, want, k.String())
+	}
+}

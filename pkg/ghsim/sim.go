@@ -636,6 +636,7 @@ func (k FaultKind) String() string {
 }
 
 var faultNames = map[FaultKind]string{
+	0:              "none",
 	FaultStatus500: "500", FaultStatus502: "502", FaultStatus429: "429", FaultSecondaryLimit: "secondary_403",
 	FaultPrimaryLimit: "primary_403", FaultTimeout: "timeout", FaultMalformedJSON: "truncated_json",
 	FaultForbidden: "forbidden_403", FaultLostAnswer: "lost_answer", FaultGarbledJSON: "malformed_json",
