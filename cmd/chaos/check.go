@@ -32,7 +32,10 @@ func (w *world) check(ctx context.Context, ls []*lifecycle, pr *probe, scan *cmd
 	for k, v := range w.sim.FaultCounts() {
 		rep.githubFault[k.String()] = v
 	}
-	for _, m := range w.rec.malformed {
+	w.rec.mu.Lock()
+	malformed := slices.Clone(w.rec.malformed)
+	w.rec.mu.Unlock()
+	for _, m := range malformed {
 		rep.violate("malformed event", "", m)
 	}
 	for _, l := range ls {

@@ -97,6 +97,8 @@ func (p *proc) term(grace time.Duration) {
 	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-done:
+		// Whatever it left behind in its group (an agent) goes with it.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	case <-time.After(grace):
 		p.kill()
 	}
