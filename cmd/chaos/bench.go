@@ -67,7 +67,7 @@ func benchPublish(ctx context.Context, n int) error {
 }
 
 func publishLatencies(ctx context.Context, url string, replicas, n int, body []byte) ([]time.Duration, error) {
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}

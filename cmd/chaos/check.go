@@ -42,6 +42,11 @@ func (w *world) check(ctx context.Context, ls []*lifecycle, pr *probe, scan *cmd
 		w.checkLifecycle(l, writes)
 	}
 	w.checkRuns()
+	for _, p := range append(append([]*proc(nil), w.cl.nodes...), w.procs...) {
+		if n := p.selfExits(); n > 0 {
+			rep.note("%s exited on its own %d time(s) (restarted a second later): see %s/%s.*.log", p.name, n, filepath.Base(p.logs), p.name)
+		}
+	}
 	w.checkStream(ctx, all, pr)
 	w.checkToken(all, scan)
 }

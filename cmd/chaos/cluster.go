@@ -104,7 +104,9 @@ func startCluster(self, dir, logs string) (*cluster, error) {
 func waitJetStream(ctx context.Context, nc *nats.Conn) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		m, err := nc.RequestWithContext(ctx, "$JS.API.INFO", nil)
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		m, err := nc.RequestWithContext(rctx, "$JS.API.INFO", nil)
+		cancel()
 		if err == nil && !strings.Contains(string(m.Data), `"error"`) {
 			return nil
 		}

@@ -28,6 +28,12 @@ type proc struct {
 	done    chan struct{}
 	starts  int
 	stopped bool // SIGSTOPped
+	// want says the process should run: one that exits on its own (a
+	// service gives up at start when JetStream is slow to create a
+	// bucket) is restarted a second later, as Kubernetes would.
+	want bool
+	// exits counts exits the suite did not cause.
+	exits int
 }
 
 func (p *proc) start() error {
@@ -53,9 +59,36 @@ func (p *proc) start() error {
 		_ = cmd.Wait()
 		f.Close()
 		close(done)
+		p.mu.Lock()
+		again := p.want && p.cmd == cmd
+		if again {
+			p.exits++
+		}
+		p.mu.Unlock()
+		if again {
+			time.Sleep(time.Second)
+			p.mu.Lock()
+			again = p.want && p.cmd == cmd
+			p.mu.Unlock()
+			if again {
+				_ = p.start()
+			}
+		}
 	}()
-	p.cmd, p.done, p.stopped = cmd, done, false
+	p.cmd, p.done, p.stopped, p.want = cmd, done, false, true
 	return nil
+}
+
+func (p *proc) unwanted() {
+	p.mu.Lock()
+	p.want = false
+	p.mu.Unlock()
+}
+
+func (p *proc) selfExits() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exits
 }
 
 // pid is the running process's id, 0 when not running.
@@ -75,6 +108,7 @@ func (p *proc) pid() int {
 
 // kill sends SIGKILL to the process group and waits for the process.
 func (p *proc) kill() {
+	p.unwanted()
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()
@@ -87,6 +121,7 @@ func (p *proc) kill() {
 
 // term asks the process to stop and waits up to grace, then kills it.
 func (p *proc) term(grace time.Duration) {
+	p.unwanted()
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.mu.Unlock()

@@ -22,6 +22,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/state"
 )
 
 var services = []string{"poller", "feedback", "merger", "escalator"}
@@ -109,6 +110,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("find the suite's binary: %w", err)
 	}
+	step("building the services")
 	bins, err := buildServices(ctx, root, filepath.Join(dir, "bin"))
 	if err != nil {
 		return nil, err
@@ -118,13 +120,14 @@ func run(ctx context.Context, o options) (*report, error) {
 	_, _ = rand.Read(tok[:])
 	w.token = "ghp_chaos" + hex.EncodeToString(tok[:])
 
+	step("starting the 3-node JetStream cluster")
 	cl, err := startCluster(self, filepath.Join(dir, "nats"), filepath.Join(dir, "logs"))
 	if err != nil {
 		return nil, err
 	}
 	w.cl = cl
 	defer stopAll(cl.nodes)
-	nc, err := nats.Connect(cl.url(), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond), nats.Name("chaos"))
+	nc, err := nats.Connect(cl.url(), nats.MaxReconnects(-1), nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(true), nats.Name("chaos"))
 	if err != nil {
 		return nil, fmt.Errorf("connect to the cluster: %w", err)
 	}
@@ -137,13 +140,16 @@ func run(ctx context.Context, o options) (*report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	// The suite creates the streams with 3 replicas before any service,
-	// as an operator would; services only ensure what exists.
-	// Right after the meta leader is elected the other peers may not be
-	// known yet, and an R3 stream has too few: retry a while.
+	// The suite creates the streams and the state bucket with 3 replicas
+	// before any service, as an operator would; services only ensure what
+	// exists. Right after the meta leader is elected the other peers may
+	// not be known yet, and an R3 stream has too few: retry a while.
 	for i := 0; ; i++ {
 		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err = events.EnsureStreams(sctx, w.js, events.StreamOptions{Replicas: 3})
+		if err == nil {
+			_, err = state.Ensure(sctx, w.js, 3)
+		}
 		cancel()
 		if err == nil {
 			break
@@ -154,6 +160,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		sleep(ctx, time.Second)
 	}
 
+	step("starting the simulator")
 	if err := w.startSim(); err != nil {
 		return nil, err
 	}
@@ -170,12 +177,14 @@ func run(ctx context.Context, o options) (*report, error) {
 	if err := w.writeAgent(); err != nil {
 		return nil, err
 	}
+	step("starting two replicas of each service")
 	w.startServices(bins)
 	defer stopAll(w.procs)
 	if err := w.waitReady(ctx, 90*time.Second); err != nil {
 		return rep, err
 	}
 
+	step("running the workload")
 	w.start = time.Now()
 	scan := startCmdlineScan(w.token)
 	fctx, stopFaults := context.WithCancel(ctx)
@@ -195,6 +204,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	probe.stop()
 	scan.stop()
+	step("checking the invariants")
 	w.check(ctx, lifecycles, probe, scan)
 	return rep, nil
 }
@@ -321,4 +331,11 @@ func stopAll(ps []*proc) {
 		go func() { defer wg.Done(); p.term(10 * time.Second) }()
 	}
 	wg.Wait()
+}
+
+var begun = time.Now()
+
+// step prints where the run is, for a reader of CI's log.
+func step(what string) {
+	fmt.Printf("chaos: %6.1fs %s\n", time.Since(begun).Seconds(), what)
 }
