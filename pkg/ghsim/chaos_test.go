@@ -51,13 +51,22 @@ func TestFaultRate_EachKindWhereGitHubShowsIt(t *testing.T) {
 				// A short deadline ends the faults that hold the answer.
 				callShort(t, e, tt.method, tt.path, tt.body)
 			}
-			counts := e.sim.FaultCounts()
+			// Every request the simulator got had a fault (a client may give
+			// up before a busy server reads its request; a slow write is
+			// counted in Stats once it is done).
+			var counts map[ghsim.FaultKind]int
 			total := 0
-			for k, c := range counts {
+			require.Eventually(t, func() bool {
+				counts, total = e.sim.FaultCounts(), 0
+				for _, c := range counts {
+					total += c
+				}
+				return total == e.sim.Stats().Total
+			}, 10*time.Second, 20*time.Millisecond, "faults %v, requests %d", counts, e.sim.Stats().Total)
+			assert.Greater(t, total, n/2)
+			for k := range counts {
 				assert.Contains(t, tt.allowed, k, "%s served on %s %s", k, tt.method, tt.path)
-				total += c
 			}
-			assert.Equal(t, n, total, "every request got a fault: %v", counts)
 			for _, k := range tt.want {
 				assert.Positive(t, counts[k], "%s never drawn in %d requests: %v", k, n, counts)
 			}
