@@ -79,10 +79,13 @@ func (p *proc) start() error {
 	return nil
 }
 
-func (p *proc) unwanted() {
+// release marks the process as one the suite stops (no restart when it
+// exits) and returns its command.
+func (p *proc) release() (*exec.Cmd, chan struct{}) {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.want = false
-	p.mu.Unlock()
+	return p.cmd, p.done
 }
 
 func (p *proc) selfExits() int {
@@ -108,10 +111,7 @@ func (p *proc) pid() int {
 
 // kill sends SIGKILL to the process group and waits for the process.
 func (p *proc) kill() {
-	p.unwanted()
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
+	cmd, done := p.release()
 	if cmd == nil {
 		return
 	}
@@ -121,10 +121,7 @@ func (p *proc) kill() {
 
 // term asks the process to stop and waits up to grace, then kills it.
 func (p *proc) term(grace time.Duration) {
-	p.unwanted()
-	p.mu.Lock()
-	cmd, done := p.cmd, p.done
-	p.mu.Unlock()
+	cmd, done := p.release()
 	if cmd == nil {
 		return
 	}
