@@ -24,8 +24,17 @@ import (
 func (w *world) check(ctx context.Context, ls []*lifecycle, pr *probe, scan *cmdScan) {
 	rep := w.rep
 	// Late events (a second merge attempt, a repeated escalation) need a
-	// moment to show.
+	// moment to show, and an escalation whose replica was killed mid-way
+	// is finished by a redelivery after the consumer's ack wait: wait for
+	// those, within a bound.
 	sleep(ctx, 5*time.Second)
+	start := time.Now()
+	for time.Since(start) < 2*time.Minute && w.escalationsPending(ls) > 0 {
+		sleep(ctx, time.Second)
+	}
+	if n := w.escalationsPending(ls); n > 0 || time.Since(start) > time.Second {
+		rep.note("waited %s after the workload for requested escalations (%d still pending)", time.Since(start).Round(time.Second), n)
+	}
 	all := w.rec.events()
 	writes := w.sim.Writes()
 	rep.events, rep.lifecycles = len(all), len(ls)
@@ -374,4 +383,33 @@ func (s *cmdScan) result() ([]string, int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hits, s.scans
+}
+
+// escalationsPending counts the requested escalations of open PRs not yet
+// carried out.
+func (w *world) escalationsPending(ls []*lifecycle) int {
+	n := 0
+	for _, l := range ls {
+		if l.pr.Number == 0 {
+			continue
+		}
+		if info, err := w.sim.PRInfo(l.pr); err != nil || info.State != "open" {
+			continue
+		}
+		requested, done := map[events.Reason]bool{}, map[events.Reason]bool{}
+		for _, e := range w.rec.of(l.pr) {
+			switch d := e.data.(type) {
+			case *events.EscalationRequested:
+				requested[d.Reason] = true
+			case *events.Escalated:
+				done[d.Reason] = true
+			}
+		}
+		for r := range requested {
+			if !done[r] {
+				n++
+			}
+		}
+	}
+	return n
 }
