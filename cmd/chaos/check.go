@@ -130,22 +130,10 @@ func (w *world) checkLifecycle(l *lifecycle, writes []ghsim.WriteRecord) {
 
 	// Escalations: each requested one carried out (unless the PR ended
 	// first), one comment per escalation, the label on an escalated PR.
-	requested, done := map[events.Reason]bool{}, map[events.Reason]bool{}
-	escalations := map[string]bool{}
-	for _, e := range evs {
-		switch d := e.data.(type) {
-		case *events.EscalationRequested:
-			requested[d.Reason] = true
-		case *events.Escalated:
-			done[d.Reason] = true
-			escalations[string(d.Reason)+"/"+strconv.Itoa(d.Epoch)] = true
-		}
-	}
+	pending, escalations := escalationState(evs)
 	if info.State == "open" {
-		for r := range requested {
-			if !done[r] {
-				rep.violate("escalation not carried out", name, string(r))
-			}
+		for _, r := range pending {
+			rep.violate("escalation not carried out", name, string(r))
 		}
 		if len(escalations) > 0 && !slices.Contains(info.Labels, label) {
 			rep.violate("escalation label missing", name, fmt.Sprintf("labels %v", info.Labels))
@@ -396,20 +384,30 @@ func (w *world) escalationsPending(ls []*lifecycle) int {
 		if info, err := w.sim.PRInfo(l.pr); err != nil || info.State != "open" {
 			continue
 		}
-		requested, done := map[events.Reason]bool{}, map[events.Reason]bool{}
-		for _, e := range w.rec.of(l.pr) {
-			switch d := e.data.(type) {
-			case *events.EscalationRequested:
-				requested[d.Reason] = true
-			case *events.Escalated:
-				done[d.Reason] = true
-			}
-		}
-		for r := range requested {
-			if !done[r] {
-				n++
-			}
-		}
+		pending, _ := escalationState(w.rec.of(l.pr))
+		n += len(pending)
 	}
 	return n
+}
+
+// escalationState returns the reasons of a PR's requested escalations not
+// carried out, and its escalations carried out (reason/epoch).
+func escalationState(evs []seen) (pending []events.Reason, done map[string]bool) {
+	requested, carried := map[events.Reason]bool{}, map[events.Reason]bool{}
+	done = map[string]bool{}
+	for _, e := range evs {
+		switch d := e.data.(type) {
+		case *events.EscalationRequested:
+			requested[d.Reason] = true
+		case *events.Escalated:
+			carried[d.Reason] = true
+			done[string(d.Reason)+"/"+strconv.Itoa(d.Epoch)] = true
+		}
+	}
+	for r := range requested {
+		if !carried[r] {
+			pending = append(pending, r)
+		}
+	}
+	return pending, done
 }
