@@ -130,7 +130,7 @@ func (w *world) checkLifecycle(l *lifecycle, writes []ghsim.WriteRecord) {
 
 	// Escalations: each requested one carried out (unless the PR ended
 	// first), one comment per escalation, the label on an escalated PR.
-	pending, escalations := escalationState(evs)
+	pending, escalations, requested := escalationState(evs)
 	if info.State == "open" {
 		for _, r := range pending {
 			rep.violate("escalation not carried out", name, string(r))
@@ -148,8 +148,11 @@ func (w *world) checkLifecycle(l *lifecycle, writes []ghsim.WriteRecord) {
 			how = append(how, fmt.Sprintf("%s (fault %v)", wr.Time.Format(time.StampMilli), wr.Fault))
 		}
 	}
-	if botComments > len(escalations) {
-		rep.violate("escalation comment twice", name, fmt.Sprintf("%d comments by %s for %d escalation(s): %s", botComments, botLogin, len(escalations), strings.Join(how, ", ")))
+	// An escalator killed after its comment, on a PR that then merged or
+	// closed, leaves a comment and no PREscalated: each request may have
+	// its one comment.
+	if allowed := max(len(escalations), requested); botComments > allowed {
+		rep.violate("escalation comment twice", name, fmt.Sprintf("%d comments by %s for %d escalation(s): %s", botComments, botLogin, allowed, strings.Join(how, ", ")))
 	}
 
 	// Fix cycles counted equal pushes made, and no output of an
@@ -384,15 +387,16 @@ func (w *world) escalationsPending(ls []*lifecycle) int {
 		if info, err := w.sim.PRInfo(l.pr); err != nil || info.State != "open" {
 			continue
 		}
-		pending, _ := escalationState(w.rec.of(l.pr))
+		pending, _, _ := escalationState(w.rec.of(l.pr))
 		n += len(pending)
 	}
 	return n
 }
 
 // escalationState returns the reasons of a PR's requested escalations not
-// carried out, and its escalations carried out (reason/epoch).
-func escalationState(evs []seen) (pending []events.Reason, done map[string]bool) {
+// carried out, its escalations carried out (reason/epoch), and how many
+// reasons were requested.
+func escalationState(evs []seen) (pending []events.Reason, done map[string]bool, requestedN int) {
 	requested, carried := map[events.Reason]bool{}, map[events.Reason]bool{}
 	done = map[string]bool{}
 	for _, e := range evs {
@@ -409,5 +413,5 @@ func escalationState(evs []seen) (pending []events.Reason, done map[string]bool)
 			pending = append(pending, r)
 		}
 	}
-	return pending, done
+	return pending, done, len(requested)
 }
