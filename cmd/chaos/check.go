@@ -403,6 +403,9 @@ func escalationState(evs []seen) (pending []events.Reason, done map[string]bool,
 		switch d := e.data.(type) {
 		case *events.EscalationRequested:
 			requested[d.Reason] = true
+		case *events.ReviewTimeout:
+			// The escalator takes the poller's ReviewTimeout as its request.
+			requested[events.ReasonReviewTimeout] = true
 		case *events.Escalated:
 			carried[d.Reason] = true
 			done[string(d.Reason)+"/"+strconv.Itoa(d.Epoch)] = true
