@@ -25,12 +25,17 @@ func runGHSim(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	dir := fs.String("dir", "", "directory for the simulator's git repositories (default: a temporary directory removed on exit)")
 	seed := fs.Bool("seed", true, "create the demo repository demo/widgets with one PR and tokens for its users")
 	maxPerPage := fs.Int("max-per-page", 100, "largest page of any list, whatever per_page a client asks for (GitHub's cap is 100; a small one makes lists cross page boundaries)")
+	faultRate := fs.Float64("fault-rate", 0, "share of requests (0 to 1) answered with a random fault: 500, 502, 429 and 403 secondary limits with Retry-After, timeouts, truncated or non-JSON bodies, an empty pull request, failing permission lookups, writes whose answer is lost (0.1 is a flaky GitHub)")
+	faultSeed := fs.Int64("fault-seed", 1, "seed of the random faults")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, "Usage: prloop ghsim [-addr 127.0.0.1:PORT] [-dir DIR] [-seed=false] [-max-per-page N]\n\nServes a GitHub simulator backed by real git repositories, for tests and\ndemos without a token or network. Point prloop at it with\nPRLOOP_GITHUB_API_URL=<the printed URL> and GITHUB_TOKEN=<a printed token>.\n\n")
+		fmt.Fprint(stderr, "Usage: prloop ghsim [-addr 127.0.0.1:PORT] [-dir DIR] [-seed=false] [-max-per-page N] [-fault-rate R]\n\nServes a GitHub simulator backed by real git repositories, for tests and\ndemos without a token or network. Point prloop at it with\nPRLOOP_GITHUB_API_URL=<the printed URL> and GITHUB_TOKEN=<a printed token>.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *faultRate < 0 || *faultRate > 1 {
+		return fmt.Errorf("-fault-rate %v: want between 0 and 1", *faultRate)
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -49,7 +54,7 @@ func runGHSim(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("listen on %s: %w (pick another -addr)", *addr, err)
 	}
 	url := "http://" + ln.Addr().String()
-	sim, err := ghsim.New(ghsim.Options{Dir: gitDir, RealClock: true, BaseURL: url, MaxPerPage: *maxPerPage, Logger: logging.New(stderr, "warn", "auto")})
+	sim, err := ghsim.New(ghsim.Options{Dir: gitDir, RealClock: true, BaseURL: url, MaxPerPage: *maxPerPage, FaultRate: *faultRate, FaultSeed: *faultSeed, Logger: logging.New(stderr, "warn", "auto")})
 	if err != nil {
 		ln.Close()
 		return err

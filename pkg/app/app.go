@@ -276,6 +276,10 @@ func Start(ctx context.Context, name string, common config.Common, log *slog.Log
 		Name: name, Log: log, Conn: conn, JS: conn.JS, Common: common, mux: http.NewServeMux(),
 		Registry: reg, ghMetrics: metrics.NewGitHub(reg),
 	}
+	if skew := common.TestClockSkew; skew != 0 {
+		log.Warn("clock skewed for a test", "skew", skew)
+		rt.Now = func() time.Time { return time.Now().Add(skew) }
+	}
 	rt.AddReadyCheck("nats", func(context.Context) error {
 		if !conn.NC.IsConnected() {
 			return errors.New("nats not connected")

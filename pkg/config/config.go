@@ -56,6 +56,11 @@ type Common struct {
 	// ShutdownGrace bounds a graceful shutdown: stop consumers, wait for
 	// in-flight work, drain NATS.
 	ShutdownGrace time.Duration `envconfig:"PRLOOP_SHUTDOWN_GRACE" default:"8s"`
+	// TestClockSkew moves the clock the process judges review timeouts by
+	// (Runtime.Now) this far from the host's: for the chaos suite, which
+	// runs one replica of each service with a skewed clock. Test-only;
+	// leases and JetStream do not read it (their TTLs are the server's).
+	TestClockSkew time.Duration `envconfig:"PRLOOP_TEST_CLOCK_SKEW" default:"0"`
 }
 
 // Shared returns the shared settings; service configs embed Common and so

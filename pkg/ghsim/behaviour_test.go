@@ -280,6 +280,14 @@ func TestFaults(t *testing.T) {
 				assert.Error(t, json.Unmarshal(r.body, &v))
 			}},
 		{name: "slow", fault: ghsim.Fault{Kind: ghsim.FaultTimeout, Delay: 20 * time.Millisecond}, status: 200},
+		{name: "garbled json", fault: ghsim.Fault{Kind: ghsim.FaultGarbledJSON}, status: 200,
+			check: func(t *testing.T, r resp) {
+				var v any
+				assert.Error(t, json.Unmarshal(r.body, &v))
+				assert.Empty(t, r.Header.Get("ETag"), "no validator for a body the client cannot use")
+			}},
+		{name: "empty object", fault: ghsim.Fault{Kind: ghsim.FaultEmptyObject}, status: 200,
+			check: func(t *testing.T, r resp) { assert.JSONEq(t, `{}`, string(r.body)) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

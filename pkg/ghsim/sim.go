@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -52,6 +53,11 @@ type Options struct {
 	// Logger receives a debug line per request (never a token) and
 	// warnings; default: discard.
 	Logger *slog.Logger
+	// FaultRate, between 0 and 1, is the share of requests answered with a
+	// random fault (see randomFault), besides those InjectFault asks for:
+	// a flaky GitHub for chaos runs. FaultSeed seeds the choice.
+	FaultRate float64
+	FaultSeed int64
 	// GitHTTP serves the repositories over git's smart HTTP protocol at
 	// BaseURL/git/<owner>/<name>.git (then each repository's clone_url),
 	// asking for a token as the Basic auth password on every request,
@@ -96,8 +102,13 @@ type Sim struct {
 	rateMu  sync.Mutex
 	buckets map[string]*bucket
 
-	faultMu sync.Mutex
-	faults  []*faultState
+	faultMu     sync.Mutex
+	faults      []*faultState
+	faultRand   *rand.Rand
+	faultCounts map[FaultKind]int
+
+	writeMu sync.Mutex
+	writes  []WriteRecord
 
 	statsMu sync.Mutex
 	stats   Stats
@@ -152,6 +163,8 @@ func New(opts Options) (*Sim, error) {
 		buckets: map[string]*bucket{},
 	}
 	s.SetMaxPerPage(opts.MaxPerPage)
+	s.faultRand = rand.New(rand.NewPCG(uint64(opts.FaultSeed), 0x9e3779b97f4a7c15))
+	s.faultCounts = map[FaultKind]int{}
 	s.gitEnv = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
@@ -363,7 +376,11 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, route string, h hand
 	var res *result
 	counted := false
 	f := s.takeFault(r)
+	if f == nil {
+		f = s.randomFault(r, route)
+	}
 	if f != nil {
+		s.countFault(f.Kind)
 		res = s.faultResult(c, f, b)
 		if res == nil && f.Kind == FaultTimeout && f.Delay == 0 && r.Context().Err() != nil {
 			s.record(route, 0, false)
@@ -372,12 +389,22 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, route string, h hand
 	}
 	if res == nil {
 		res, counted = s.dispatch(c, h, b, badCreds, exempt)
-		if f != nil && f.Kind == FaultMalformedJSON && res.status == 200 && len(res.body) > 1 {
-			res.body = res.body[:len(res.body)/2]
-			res.header.Del("ETag")
+		if f != nil && res.status == 200 {
+			switch {
+			case f.Kind == FaultMalformedJSON && len(res.body) > 1:
+				res.body = res.body[:len(res.body)/2]
+				res.header.Del("ETag")
+			case f.Kind == FaultGarbledJSON:
+				res.body = []byte("<html><body>upstream connect error or disconnect/reset before headers</body></html>\n")
+				res.header.Del("ETag")
+			case f.Kind == FaultEmptyObject:
+				res.body = []byte("{}")
+				res.header.Del("ETag")
+			}
 		}
 		if f != nil && f.Kind == FaultLostAnswer {
 			s.record(route, res.status, counted)
+			s.recordWrite(c, res.status, f)
 			select {
 			case <-r.Context().Done():
 			case <-s.closed:
@@ -387,6 +414,7 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, route string, h hand
 	}
 	// Recorded before writing, so a client that has its answer sees it in Stats.
 	s.record(route, res.status, counted)
+	s.recordWrite(c, res.status, f)
 	s.log.Debug("ghsim request", "method", r.Method, "path", r.URL.Path, "route", route, "status", res.status, "counted", counted)
 	s.write(w, c, res, b)
 }
@@ -590,7 +618,30 @@ const (
 	// the client gives up: a write that happened although its client saw
 	// only a timeout, deterministically.
 	FaultLostAnswer
+	// FaultGarbledJSON serves the request, then replaces its 200 body with
+	// text that is not JSON at all (a proxy's error page, say).
+	FaultGarbledJSON
+	// FaultEmptyObject serves the request, then replaces its 200 body with
+	// "{}": an object whose every field is missing, as GitHub has been seen
+	// to answer for a pull request.
+	FaultEmptyObject
 )
+
+// String names the kind, for reports.
+func (k FaultKind) String() string {
+	if n, ok := faultNames[k]; ok {
+		return n
+	}
+	return "fault(" + strconv.Itoa(int(k)) + ")"
+}
+
+var faultNames = map[FaultKind]string{
+	0:              "none",
+	FaultStatus500: "500", FaultStatus502: "502", FaultStatus429: "429", FaultSecondaryLimit: "secondary_403",
+	FaultPrimaryLimit: "primary_403", FaultTimeout: "timeout", FaultMalformedJSON: "truncated_json",
+	FaultForbidden: "forbidden_403", FaultLostAnswer: "lost_answer", FaultGarbledJSON: "malformed_json",
+	FaultEmptyObject: "empty_object",
+}
 
 // Fault describes failures to inject into matching requests.
 type Fault struct {
@@ -700,7 +751,7 @@ func (s *Sim) faultResult(c *reqCtx, f *Fault, b *bucket) *result {
 			return errResult(503, "Service Unavailable")
 		}
 		return nil
-	case FaultMalformedJSON, FaultLostAnswer:
+	case FaultMalformedJSON, FaultLostAnswer, FaultGarbledJSON, FaultEmptyObject:
 		return nil
 	}
 	return errResult(500, "Server Error")

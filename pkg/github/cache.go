@@ -3,6 +3,7 @@ package github
 import (
 	"bytes"
 	"container/list"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -48,7 +49,7 @@ func (t *conditionalTransport) RoundTrip(req *http.Request) (*http.Response, err
 	}
 	key := cacheKey(req)
 	ent := t.cache.get(key)
-	if ent != nil && req.Header.Get("If-None-Match") == "" && req.Header.Get("If-Modified-Since") == "" {
+	if ent != nil && !refetching(req.Context()) && req.Header.Get("If-None-Match") == "" && req.Header.Get("If-Modified-Since") == "" {
 		req = req.Clone(req.Context())
 		if ent.etag != "" {
 			req.Header.Set("If-None-Match", ent.etag)
@@ -100,6 +101,15 @@ func (t *conditionalTransport) RoundTrip(req *http.Request) (*http.Response, err
 	}
 	return resp, nil
 }
+
+type refetchKey struct{}
+
+// refetch marks a request that must not be answered from the cache: the
+// retry of an answer that was valid JSON but not a valid object (a pull
+// request "{}"), which the cache may have kept with its validators.
+func refetch(ctx context.Context) context.Context { return context.WithValue(ctx, refetchKey{}, true) }
+
+func refetching(ctx context.Context) bool { return ctx.Value(refetchKey{}) != nil }
 
 // cacheKey varies on URL, Accept and the credential's identity.
 func cacheKey(req *http.Request) string {

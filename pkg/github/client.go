@@ -347,10 +347,23 @@ func doJSON[T any](ctx context.Context, c *Client, method, u string, body any, i
 			c.retries.Add(1)
 			c.observeRetry(de.Route, OutcomeDecodeError)
 			c.log.Warn("github response did not decode, fetching again", "route", de.Route, "error", de.Err)
+			ctx = refetch(ctx)
 			continue
 		}
 		return v, resp, err
 	}
+}
+
+// incomplete rejects a decoded pull request without a number, a state or a
+// head: GitHub has answered 200 with "{}" for one, and a pull request
+// without a state would read as one that is no longer open.
+func incomplete(v any) error {
+	if pp, ok := v.(**gh.PullRequest); ok && pp != nil {
+		if p := *pp; p == nil || p.Number == nil || p.State == nil || p.GetHead().GetSHA() == "" {
+			return errors.New("pull request without number, state or head")
+		}
+	}
+	return nil
 }
 
 // send is the single place requests go out, and where errors become typed.
@@ -364,6 +377,9 @@ func (c *Client) send(ctx context.Context, method, u string, body, v any, idempo
 	}
 	resp, err := c.gh.Do(ctx, req, v)
 	if err == nil {
+		if derr := incomplete(v); derr != nil {
+			return resp, c.decodeError(req, derr)
+		}
 		return resp, nil
 	}
 	var accepted *gh.AcceptedError

@@ -375,6 +375,41 @@ func TestClient_MalformedJSON(t *testing.T) {
 	})
 }
 
+// TestClient_EmptyPullRequest: a 200 whose body is "{}" for a pull request
+// (GitHub has answered so) is a malformed answer, fetched again once and
+// then an error; never a pull request without a state, which reads as
+// closed (the chaos suite found the merger dropping an approved PR from its
+// queue as "closed" on such an answer, seed 2).
+func TestClient_EmptyPullRequest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		times int
+	}{
+		{name: "once: fetched again", times: 1},
+		{name: "twice: decode error", times: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newSimEnv(t, ghsim.Options{}, Config{}, Options{})
+			pr := e.openPR(t, "empty")
+			e.reset()
+			e.sim.InjectFault(ghsim.Fault{Path: `/pulls/\d+$`, Kind: ghsim.FaultEmptyObject, Times: tt.times})
+			got, err := e.client.GetPull(t.Context(), pr)
+			assert.Equal(t, 2, e.stats(t).ByRouteStatus[simRoutePull][200])
+			if tt.times == 1 {
+				require.NoError(t, err)
+				assert.Equal(t, "empty", got.GetTitle())
+				assert.Equal(t, "open", got.GetState())
+				return
+			}
+			require.ErrorIs(t, err, ErrDecode)
+			assert.Contains(t, err.Error(), "GET /repos/acme/widgets/pulls/")
+		})
+	}
+}
+
 func TestClient_ConditionalRequests(t *testing.T) {
 	t.Parallel()
 	e := newSimEnv(t, ghsim.Options{}, Config{}, Options{})
