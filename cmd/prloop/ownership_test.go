@@ -17,7 +17,8 @@ import (
 
 // recordOwners maps each package that holds a service's records to the
 // directories whose Go files may import it: the service that owns the
-// records, and the operator's commands, which read them. Every other
+// records, and the operator's commands and the chaos suite, which read
+// them. Every other
 // service learns what it needs from events (see "One writer" in package
 // state); NATS permissions enforce the same at run time
 // (TestNATSAuth_DeployServerRefusesForgedApprovals).
@@ -25,7 +26,7 @@ import (
 // the merger's queue, the escalator's escalations): no other service
 // imports it; cmd/prloop composes them into one process.
 var recordOwners = map[string][]string{
-	"github.com/prloop/prloop/pkg/state":          {"services/poller", "cmd/prloop", "pkg/state"},
+	"github.com/prloop/prloop/pkg/state":          {"services/poller", "cmd/prloop", "cmd/chaos", "pkg/state"},
 	"github.com/prloop/prloop/services/poller":    {"services/poller", "cmd/prloop"},
 	"github.com/prloop/prloop/services/feedback":  {"services/feedback", "cmd/prloop"},
 	"github.com/prloop/prloop/services/merger":    {"services/merger", "cmd/prloop"},
