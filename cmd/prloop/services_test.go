@@ -54,6 +54,14 @@ func sampleOf(t events.Type, pr ghref.PR) events.Data {
 		return &events.EscalationResolved{Base: b, Epoch: 1}
 	case events.TypeClosed:
 		return &events.Closed{Base: b}
+	case events.TypeReviewPending:
+		return &events.ReviewPending{Base: b, Status: events.StatusPending}
+	case events.TypeReviewInProgress:
+		return &events.ReviewInProgress{Base: b, Status: events.StatusInProgress}
+	case events.TypeMergeQueued:
+		return &events.MergeQueued{Base: b, Position: 1, BaseBranch: "main"}
+	case events.TypeMergeWaiting:
+		return &events.MergeWaiting{Base: b, BaseBranch: "main", Checks: []string{"ci"}}
 	}
 	panic("no sample for " + string(t))
 }

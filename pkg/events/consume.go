@@ -103,6 +103,13 @@ type ConsumerConfig struct {
 	Observer ConsumeObserver
 }
 
+// LagObserver, when a ConsumeObserver implements it too, is told how long
+// each event waited between being stored in the stream and its handler
+// starting, on its first delivery (a redelivery also waited out a backoff).
+type LagObserver interface {
+	Started(durable string, t Type, lag time.Duration)
+}
+
 // Outcomes of handling one delivery, as ConsumeObserver.Handled reports them.
 const (
 	// HandledAck: the handler succeeded and the message was acked.
@@ -368,6 +375,11 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 		return outcome
 	}
 
+	if lo, ok := c.Observer.(LagObserver); ok && delivered == 1 {
+		if md, err := raw.Metadata(); err == nil {
+			lo.Started(c.Durable, typ, time.Since(md.Timestamp))
+		}
+	}
 	start := time.Now()
 	stop := heartbeat(raw, c.AckWait/3)
 	err = safeCall(ctx, h, &Msg{Event: e, Data: d, Delivered: delivered, Seq: seq, raw: raw})

@@ -249,6 +249,7 @@ type observed struct {
 	handled     []string
 	panics      []string
 	deadLetters map[string]uint64
+	started     []string
 }
 
 func (o *observed) Panicked(durable string, t events.Type) {
@@ -294,6 +295,15 @@ func (o *observed) Handled(durable string, t events.Type, outcome string, d time
 	o.handled = append(o.handled, fmt.Sprintf("%s %s %s", durable, t, outcome))
 }
 
+func (o *observed) Started(durable string, t events.Type, lag time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.started = append(o.started, fmt.Sprintf("%s %s", durable, t))
+	if lag < 0 || lag > time.Minute {
+		o.started = append(o.started, fmt.Sprintf("lag %v out of range", lag))
+	}
+}
+
 func (o *observed) lists() (delivery, handled []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -329,6 +339,9 @@ func TestConsume_ObserverSeesDeliveriesAndOutcomes(t *testing.T) {
 	// The undecodable message may come before or after the redelivery.
 	assert.ElementsMatch(t, []string{"observed PRReviewApproved #1", "observed PRReviewApproved #2", "observed  #1"}, delivery)
 	assert.ElementsMatch(t, []string{"observed PRReviewApproved retry", "observed PRReviewApproved ack", "observed  dead_letter"}, handled)
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	assert.Equal(t, []string{"observed PRReviewApproved"}, obs.started, "the lag of a first delivery, measured once")
 }
 
 // TestConsume_PanicIsRetriedThenDeadLettered: a handler that panics on one

@@ -17,9 +17,16 @@ type Consumer struct {
 	panics       *prometheus.CounterVec
 	deadLetters  *prometheus.GaugeVec
 	duration     *prometheus.HistogramVec
+	lag          *prometheus.HistogramVec
 }
 
-var _ events.ConsumeObserver = (*Consumer)(nil)
+var (
+	_ events.ConsumeObserver = (*Consumer)(nil)
+	_ events.LagObserver     = (*Consumer)(nil)
+)
+
+// lagBuckets span an idle bus (a millisecond) to a consumer far behind.
+var lagBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5, 30}
 
 // handleBuckets span a state update (milliseconds) to an agent run that
 // fixes review feedback (tens of minutes).
@@ -45,6 +52,8 @@ func NewConsumer(reg prometheus.Registerer) *Consumer {
 			"consumer"),
 		duration: histogramVec(reg, "consumer_handle_duration_seconds",
 			"How long a consumer's handler ran for one delivery.", handleBuckets, "consumer"),
+		lag: histogramVec(reg, "consumer_lag_seconds",
+			"From an event being stored in the stream to a consumer's handler starting on it (first deliveries).", lagBuckets, "consumer"),
 	}
 }
 
@@ -55,6 +64,11 @@ func (c *Consumer) Delivered(durable string, t events.Type, delivered uint64) {
 	if delivered > 1 {
 		c.redeliveries.WithLabelValues(durable, typ).Inc()
 	}
+}
+
+// Started implements events.LagObserver.
+func (c *Consumer) Started(durable string, _ events.Type, lag time.Duration) {
+	c.lag.WithLabelValues(durable).Observe(lag.Seconds())
 }
 
 // Handled implements events.ConsumeObserver.
