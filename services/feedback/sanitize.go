@@ -85,7 +85,11 @@ func Sanitize(s string) string {
 		s = mdImage.ReplaceAllString(s, "[image]")
 	}
 	s = htmlImage.ReplaceAllString(s, "[image]")
-	s = linkTitle.ReplaceAllString(s, "[$1]($2)")
+	// Removing a title can leave a new titled link around it
+	// ("[]([ \"\")](0 '')" becomes "[]([)](0 '')"); each pass shortens s.
+	for linkTitle.MatchString(s) {
+		s = linkTitle.ReplaceAllString(s, "[$1]($2)")
+	}
 	s = refTitle.ReplaceAllString(s, "$1")
 	s = blankRuns.ReplaceAllString(s, "\n\n")
 	return strings.TrimSpace(s)
