@@ -89,6 +89,20 @@ func audienceOf(items []review.Item, quorum []review.Reviewer) Audience {
 	return a
 }
 
+// mentionInstead moves the logins GitHub would not ask for a review from
+// Rerequest to Mention.
+func (a Audience) mentionInstead(logins []string) Audience {
+	out := Audience{Threads: a.Threads, Mention: slices.Clone(a.Mention)}
+	for _, r := range a.Rerequest {
+		if slices.Contains(logins, r) {
+			out.Mention = append(out.Mention, r)
+		} else {
+			out.Rerequest = append(out.Rerequest, r)
+		}
+	}
+	return out
+}
+
 // noticeFacts are what decideNotice weighs.
 type noticeFacts struct {
 	Audience Audience
@@ -244,6 +258,7 @@ func (a *attempt) notify(ctx context.Context, head string) error {
 		return nil
 	}
 	pr := a.req.PR
+	var refused []string
 	for _, login := range n.Rerequest {
 		if err := a.fence(ctx); err != nil {
 			return err
@@ -251,11 +266,16 @@ func (a *attempt) notify(ctx context.Context, head string) error {
 		err := withTimeout(ctx, func(ctx context.Context) error { return s.d.GitHub.RequestReviewers(ctx, pr, login) })
 		if errors.Is(err, github.ErrValidation) {
 			// GitHub asks only collaborators to review; the others
-			// read the comment.
+			// are mentioned in the comment instead.
 			log.Info("GitHub refused to request a review; not a collaborator?", "reviewer", login, "err", err)
+			refused = append(refused, login)
 		} else if err != nil {
 			return a.notifyFailed(ctx, "request a review from "+login, err)
 		}
+	}
+	if len(refused) > 0 {
+		f.Audience = f.Audience.mentionInstead(refused)
+		n.Comment = renderNote(f)
 	}
 	for _, r := range n.Replies {
 		if err := a.fence(ctx); err != nil {

@@ -163,3 +163,26 @@ func TestRenderNote(t *testing.T) {
 		})
 	}
 }
+
+func TestAudience_MentionInstead(t *testing.T) {
+	t.Parallel()
+	aud := Audience{Rerequest: []string{"alice", "dave", "erin"}, Mention: []string{"carol"}, Threads: []int64{4}}
+	tests := []struct {
+		name    string
+		refused []string
+		want    Audience
+	}{
+		{name: "none refused", want: Audience{Rerequest: []string{"alice", "dave", "erin"}, Mention: []string{"carol"}, Threads: []int64{4}}},
+		{name: "a refused reviewer is mentioned instead", refused: []string{"dave"},
+			want: Audience{Rerequest: []string{"alice", "erin"}, Mention: []string{"carol", "dave"}, Threads: []int64{4}}},
+		{name: "all refused", refused: []string{"alice", "dave", "erin"},
+			want: Audience{Mention: []string{"carol", "alice", "dave", "erin"}, Threads: []int64{4}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, aud.mentionInstead(tt.refused))
+			assert.Equal(t, []string{"carol"}, aud.Mention, "the original is left alone")
+		})
+	}
+}
