@@ -45,7 +45,7 @@ func TestContract_EveryEndpoint(t *testing.T) {
 
 	rp := "/repos/octo/socket.io"
 	n := fmt.Sprint(e.pr.Number)
-	var reactionID int64
+	var reactionID, inlineID int64
 	steps := []struct {
 		name, method, path, tmpl, token string
 		body                            any
@@ -129,9 +129,23 @@ func TestContract_EveryEndpoint(t *testing.T) {
 				assert.NotNil(t, l[0]["pull_request_review_id"])
 			}},
 		{name: "create review comment", method: "POST", path: rp + "/pulls/" + n + "/comments", tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/comments", token: tokBot,
-			body: map[string]any{"body": "nit", "path": "feature.txt", "line": 1, "commit_id": info.HeadSHA}, status: 201},
+			body: map[string]any{"body": "nit", "path": "feature.txt", "line": 1, "commit_id": info.HeadSHA}, status: 201,
+			check: func(t *testing.T, r resp) {
+				var x struct{ ID int64 }
+				r.json(t, &x)
+				inlineID = x.ID
+			}},
 		{name: "list repo review comments", method: "GET", path: rp + "/pulls/comments", tmpl: "/repos/{owner}/{repo}/pulls/comments", token: tokBot, status: 200,
 			check: func(t *testing.T, r resp) { assert.Len(t, r.list(t), 2) }},
+		{name: "reply to review comment", method: "POST", path: "" /* the created comment's, below */, tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies", token: tokBot,
+			body: map[string]any{"body": "addressed in a1b2c3d"}, status: 201,
+			check: func(t *testing.T, r resp) {
+				m := r.obj(t)
+				assert.EqualValues(t, inlineID, m["in_reply_to_id"])
+				assert.Equal(t, "feature.txt", m["path"])
+			}},
+		{name: "reply to a missing comment", method: "POST", path: rp + "/pulls/" + n + "/comments/999999/replies", tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies", token: tokBot,
+			body: map[string]any{"body": "nowhere"}, status: 404},
 		{name: "create review", method: "POST", path: rp + "/pulls/" + n + "/reviews", tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", token: tokBot,
 			body: map[string]any{"event": "REQUEST_CHANGES", "body": "Please fix", "comments": []map[string]any{{"path": "feature.txt", "line": 3, "body": "three?"}}}, status: 200,
 			check: func(t *testing.T, r resp) {
@@ -142,7 +156,7 @@ func TestContract_EveryEndpoint(t *testing.T) {
 		{name: "approve own PR", method: "POST", path: rp + "/pulls/" + n + "/reviews", tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", token: tokAlice,
 			body: map[string]any{"event": "APPROVE"}, status: 422},
 		{name: "list reviews", method: "GET", path: rp + "/pulls/" + n + "/reviews", tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/reviews", token: tokBot, status: 200,
-			check: func(t *testing.T, r resp) { assert.Len(t, r.list(t), 3) }}, // COMMENTED, the single comment's, CHANGES_REQUESTED
+			check: func(t *testing.T, r resp) { assert.Len(t, r.list(t), 4) }}, // COMMENTED, the single comment's, the reply's, CHANGES_REQUESTED
 		{name: "add labels object", method: "POST", path: rp + "/issues/" + n + "/labels", tmpl: "/repos/{owner}/{repo}/issues/{issue_number}/labels", token: tokBot,
 			body: map[string]any{"labels": []string{"prloop:working", "bug"}}, status: 200,
 			check: func(t *testing.T, r resp) { assert.Len(t, r.list(t), 2) }},
@@ -185,6 +199,8 @@ func TestContract_EveryEndpoint(t *testing.T) {
 		{name: "request reviewers", method: "POST", path: rp + "/pulls/" + n + "/requested_reviewers", tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers", token: tokBot,
 			body: map[string]any{"reviewers": []string{"octo"}}, status: 201,
 			check: func(t *testing.T, r resp) { assert.Len(t, r.obj(t)["requested_reviewers"], 1) }},
+		{name: "request review from a non-collaborator", method: "POST", path: rp + "/pulls/" + n + "/requested_reviewers", tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers", token: tokBot,
+			body: map[string]any{"reviewers": []string{"stranger"}}, status: 422},
 		{name: "update branch not behind", method: "PUT", path: rp + fmt.Sprintf("/pulls/%d/update-branch", third.Number), tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/update-branch", token: tokBot, status: 422},
 		{name: "merge with stale sha", method: "PUT", path: rp + fmt.Sprintf("/pulls/%d/merge", second.Number), tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}/merge", token: tokBot,
 			body: map[string]any{"sha": info.HeadSHA}, status: 409,
@@ -229,6 +245,9 @@ func TestContract_EveryEndpoint(t *testing.T) {
 			path := st.path
 			if st.name == "delete reaction" {
 				path = rp + fmt.Sprintf("/issues/%s/reactions/%d", n, reactionID)
+			}
+			if st.name == "reply to review comment" {
+				path = rp + fmt.Sprintf("/pulls/%s/comments/%d/replies", n, inlineID)
 			}
 			r := call(t, e.srv, st.method, path, st.token, st.body)
 			require.Equal(t, st.status, r.StatusCode, "body: %.500s", r.body)

@@ -28,6 +28,7 @@ func (s *Sim) routes() {
 	s.handle("GET "+r+"/pulls/comments", s.listRepoReviewComments)
 	s.handle("GET "+r+"/pulls/{number}/comments", s.listReviewComments)
 	s.handle("POST "+r+"/pulls/{number}/comments", s.createReviewComment)
+	s.handle("POST "+r+"/pulls/{number}/comments/{id}/replies", s.replyToReviewComment)
 	s.handle("GET "+r+"/pulls/{number}/reviews", s.listReviews)
 	s.handle("POST "+r+"/pulls/{number}/reviews", s.createReview)
 	s.handle("GET "+r+"/pulls/{number}/merge", s.checkMerged)
@@ -800,6 +801,46 @@ func (s *Sim) createReviewComment(c *reqCtx) *result {
 		in.Line = in.Position
 	}
 	rc, err := s.addReviewComment(rp, p, c.user, reviewCommentIn{path: in.Path, body: in.Body, side: in.Side, line: in.Line, inReplyTo: in.InReplyTo}, in.CommitID, c.now)
+	if err != nil {
+		return resultOf(err)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return jsonResult(201, reviewCommentWire(rp, rc, c.base))
+}
+
+// replyToReviewComment answers an inline comment in its thread. GitHub
+// answers 404 for a comment that is not the PR's, and attaches a reply to a
+// reply to the thread's first comment.
+func (s *Sim) replyToReviewComment(c *reqCtx) *result {
+	rp, p, res := c.pr()
+	if res != nil {
+		return res
+	}
+	id, ok := parseNumber(c.r.PathValue("id"))
+	if !ok {
+		return notFound()
+	}
+	var in struct {
+		Body string `json:"body"`
+	}
+	if res := c.decode(&in); res != nil {
+		return res
+	}
+	rp.mu.Lock()
+	i := slices.IndexFunc(p.rcomments, func(rc *reviewComment) bool { return rc.id == int64(id) })
+	var root int64
+	if i >= 0 {
+		root = p.rcomments[i].id
+		if p.rcomments[i].inReplyTo != 0 {
+			root = p.rcomments[i].inReplyTo
+		}
+	}
+	rp.mu.Unlock()
+	if i < 0 {
+		return notFound()
+	}
+	rc, err := s.addReviewComment(rp, p, c.user, reviewCommentIn{body: in.Body, inReplyTo: root}, "", c.now)
 	if err != nil {
 		return resultOf(err)
 	}

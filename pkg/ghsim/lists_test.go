@@ -39,6 +39,8 @@ func newListSubjects(t *testing.T) (*env, []listSubject) {
 	other, err := s.CreateRepo("octo", "other", map[string]string{"README.md": "# other\n"})
 	require.NoError(t, err)
 	require.NoError(t, s.SetPermission(other, "alice", "write"))
+	// Reviews may be requested only from collaborators.
+	require.NoError(t, s.SetPermission(other, "prloop[bot]", "write"))
 	_, err = s.PushCommit(other, "third", "alice", map[string]string{"third.txt": "3\n"}, "Third")
 	require.NoError(t, err)
 	c, err := s.OpenPR(other, ghsim.PRInput{Title: "Third", Head: "third", Author: "alice"})

@@ -480,12 +480,26 @@ func (s *Sim) addReviewComment(rp *repo, p *pr, u *user, in reviewCommentIn, com
 	return rc, nil
 }
 
+// notCollaborator is GitHub's refusal of a review request from someone who
+// is not a collaborator.
+const notCollaborator = "Reviews may only be requested from collaborators. One or more of the users or teams you specified is not a collaborator of the repository."
+
+// collaborator reports whether u was given a permission on the repository
+// (or owns it); rp.mu must be held.
+func (rp *repo) collaborator(u *user) bool {
+	if strings.EqualFold(u.login, rp.owner.login) {
+		return true
+	}
+	p, ok := rp.perms[strings.ToLower(u.login)]
+	return ok && p != "none"
+}
+
 func (s *Sim) requestReviewers(rp *repo, p *pr, u *user, logins []string, now time.Time) error {
 	var us []*user
 	for _, l := range logins {
 		ru := s.userByLogin(l)
 		if ru == nil {
-			return apiErr(422, "Reviews may only be requested from collaborators. One or more of the users or teams you specified is not a collaborator of the "+"repository.")
+			return apiErr(422, notCollaborator)
 		}
 		us = append(us, ru)
 	}
@@ -498,6 +512,11 @@ func (s *Sim) requestReviewers(rp *repo, p *pr, u *user, logins []string, now ti
 	for _, ru := range us {
 		if ru == p.user {
 			return apiErr(422, "Review cannot be requested from pull request author.")
+		}
+		if !rp.collaborator(ru) {
+			// Everyone may read a public repository; only collaborators
+			// may be asked to review it.
+			return apiErr(422, notCollaborator)
 		}
 		if !slices.Contains(p.reviewers, ru) {
 			p.reviewers = append(p.reviewers, ru)

@@ -293,6 +293,36 @@ func (c *Client) ListReviewComments(ctx context.Context, pr ghref.PR) ([]*gh.Pul
 	return cs, nil
 }
 
+// ReplyToReviewComment answers an inline review comment in its thread
+// (POST /pulls/{n}/comments/{comment_id}/replies). Like CreateIssueComment
+// it could act twice, so a 5xx or timeout is returned, not retried.
+func (c *Client) ReplyToReviewComment(ctx context.Context, pr ghref.PR, commentID int64, body string) (*gh.PullRequestComment, error) {
+	if err := pr.Validate(); err != nil {
+		return nil, fmt.Errorf("reply to review comment: %w", err)
+	}
+	u := pullPath(pr) + "/comments/" + strconv.FormatInt(commentID, 10) + "/replies"
+	cm, _, err := doJSON[*gh.PullRequestComment](ctx, c, http.MethodPost, u, map[string]string{"body": body}, false)
+	if err != nil {
+		return nil, fmt.Errorf("reply to review comment %d on %s: %w", commentID, pr, err)
+	}
+	return cm, nil
+}
+
+// RequestReviewers asks logins to review a pull request (again). GitHub
+// keeps requested reviewers as a set, so a repeat is harmless and it is
+// retried; a login that cannot review the repository (not a collaborator,
+// the PR's author) is refused with a *ValidationError.
+func (c *Client) RequestReviewers(ctx context.Context, pr ghref.PR, logins ...string) error {
+	if err := pr.Validate(); err != nil {
+		return fmt.Errorf("request reviewers: %w", err)
+	}
+	body := map[string][]string{"reviewers": logins}
+	if _, err := c.send(ctx, http.MethodPost, pullPath(pr)+"/requested_reviewers", body, nil, true); err != nil {
+		return fmt.Errorf("request review of %s from %s: %w", pr, strings.Join(logins, ", "), err)
+	}
+	return nil
+}
+
 // ListReviews lists every review of a pull request.
 func (c *Client) ListReviews(ctx context.Context, pr ghref.PR) ([]*gh.PullRequestReview, error) {
 	if err := pr.Validate(); err != nil {

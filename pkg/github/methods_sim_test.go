@@ -110,6 +110,30 @@ func TestClient_MethodsAgainstSimulator(t *testing.T) {
 		assert.Equal(t, "nit", rcs[0].GetBody())
 	})
 
+	t.Run("replies and review requests", func(t *testing.T) {
+		root, err := e.sim.AddReviewComment(pr, ghsim.ReviewCommentInput{Login: "bob", Path: "README.md", Line: 1, Body: "typo here"})
+		require.NoError(t, err)
+		reply, err := e.client.ReplyToReviewComment(ctx, pr, root, "addressed in a1b2c3d")
+		require.NoError(t, err)
+		assert.Equal(t, "addressed in a1b2c3d", reply.GetBody())
+		assert.Equal(t, root, reply.GetInReplyTo(), "the reply is in the comment's thread")
+		assert.Equal(t, "README.md", reply.GetPath())
+		_, err = e.client.ReplyToReviewComment(ctx, pr, root+1000, "nowhere")
+		require.ErrorIs(t, err, ErrNotFound, "a comment that is not there")
+
+		require.NoError(t, e.sim.SetPermission(e.repo, "carol", "write"))
+		require.NoError(t, e.client.RequestReviewers(ctx, pr, "carol"))
+		require.NoError(t, e.client.RequestReviewers(ctx, pr, "carol"), "a repeat is harmless")
+		p, err := e.client.GetPull(ctx, pr)
+		require.NoError(t, err)
+		require.Len(t, p.RequestedReviewers, 1)
+		assert.Equal(t, "carol", p.RequestedReviewers[0].GetLogin())
+		_, err = e.sim.AddIssueComment(pr, "dave", "drive-by")
+		require.NoError(t, err)
+		err = e.client.RequestReviewers(ctx, pr, "dave")
+		require.ErrorIs(t, err, ErrValidation, "GitHub refuses a reviewer who is not a collaborator")
+	})
+
 	t.Run("labels", func(t *testing.T) {
 		ls, err := e.client.AddLabels(ctx, pr, "needs review", "prloop/queued")
 		require.NoError(t, err)

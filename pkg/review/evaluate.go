@@ -95,12 +95,12 @@ func (e *evaluator) emoji() Verdict {
 	}
 	var items []Item
 	for _, c := range e.sig.Comments {
-		if e.human(c.User) && e.fresh(c.CreatedAt) && !e.addressed(KindComment, c.ID) {
+		if e.human(c.User) && !IsOwn(c.Body) && e.fresh(c.CreatedAt) && !e.addressed(KindComment, c.ID) {
 			items = append(items, Item{Kind: KindComment, ID: c.ID, Author: c.User.Login, Body: c.Body, CreatedAt: c.CreatedAt, URL: c.URL})
 		}
 	}
 	for _, c := range e.sig.ReviewComments {
-		if e.human(c.User) && e.fresh(c.CreatedAt) && !e.addressed(KindReviewComment, c.ID) {
+		if e.human(c.User) && !IsOwn(c.Body) && e.fresh(c.CreatedAt) && !e.addressed(KindReviewComment, c.ID) {
 			items = append(items, inlineItem(c))
 		}
 	}
@@ -123,7 +123,7 @@ func (e *evaluator) reviews() Verdict {
 		default:
 			continue // COMMENTED and PENDING do not change a reviewer's verdict
 		}
-		if !e.human(r.User) {
+		if !e.human(r.User) || IsOwn(r.Body) {
 			continue
 		}
 		key := strings.ToLower(r.User.Login)
@@ -162,7 +162,7 @@ func (e *evaluator) reviews() Verdict {
 func (e *evaluator) reviewItems(r Review) []Item {
 	items := []Item{{Kind: KindReview, ID: r.ID, Author: r.User.Login, Body: r.Body, CreatedAt: r.SubmittedAt, URL: r.URL}}
 	for _, c := range e.sig.ReviewComments {
-		if c.ReviewID == r.ID {
+		if c.ReviewID == r.ID && !IsOwn(c.Body) {
 			items = append(items, inlineItem(c))
 		}
 	}
@@ -223,7 +223,7 @@ type response struct {
 // not findings.
 func (e *evaluator) responses(req Reviewer) []response {
 	mine := func(u User, body string) bool {
-		return strings.EqualFold(u.Login, req.Login) && (req.Marker == "" || strings.Contains(body, req.Marker))
+		return strings.EqualFold(u.Login, req.Login) && !IsOwn(body) && (req.Marker == "" || strings.Contains(body, req.Marker))
 	}
 	var out []response
 	reviewIDs := map[int64]bool{}
@@ -238,7 +238,7 @@ func (e *evaluator) responses(req Reviewer) []response {
 		})
 	}
 	for _, c := range e.sig.ReviewComments {
-		if !strings.EqualFold(c.User.Login, req.Login) || !e.fresh(c.CreatedAt) {
+		if !strings.EqualFold(c.User.Login, req.Login) || IsOwn(c.Body) || !e.fresh(c.CreatedAt) {
 			continue
 		}
 		// With a marker, an inline comment belongs to the reviewer when its
@@ -267,7 +267,7 @@ func matchFailure(body string, patterns []string) string {
 }
 
 func inlineItem(c ReviewComment) Item {
-	return Item{Kind: KindReviewComment, ID: c.ID, Author: c.User.Login, Path: c.Path, Line: c.Line, Body: c.Body, DiffHunk: c.DiffHunk, CreatedAt: c.CreatedAt, URL: c.URL}
+	return Item{Kind: KindReviewComment, ID: c.ID, Author: c.User.Login, Path: c.Path, Line: c.Line, Body: c.Body, DiffHunk: c.DiffHunk, CreatedAt: c.CreatedAt, URL: c.URL, InReplyTo: c.InReplyTo}
 }
 
 func later(a, b Review) bool {

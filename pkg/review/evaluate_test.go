@@ -227,6 +227,27 @@ func TestEvaluate(t *testing.T) {
 			want: events.StatusApproved, wantActor: "alice", wantApprovers: []string{"alice"},
 		},
 		{
+			name: "prloop's own marked comments never ask for changes, whoever posted them", pol: Policy{Protocols: []Protocol{ProtocolEmoji, ProtocolReviews}, Self: "prloop-bot"},
+			sig: Signals{
+				// Another prloop on the repository posts under a login with
+				// write access: only the marker tells its notes apart.
+				Comments: []Comment{comment(1, alice, OwnMarker+"notify head=abc -->\nFix ready in abc", after), comment(2, self, "fix pushed", after)},
+				ReviewComments: []ReviewComment{
+					{ID: 3, User: bob, Path: "a.go", Line: 1, Body: OwnMarker + "notify reply -->\naddressed in abc", CreatedAt: after, InReplyTo: 9},
+				},
+				Reviews: []Review{{ID: 4, User: bob, State: "CHANGES_REQUESTED", Body: OwnMarker + "notify -->", CommitID: "head", SubmittedAt: after}},
+			},
+			want: events.StatusPending,
+		},
+		{
+			name: "a human's answer in a thread prloop replied to still counts", pol: emojiOnly,
+			sig: Signals{ReviewComments: []ReviewComment{
+				{ID: 3, User: self, Path: "a.go", Line: 1, Body: OwnMarker + "notify reply -->\naddressed in abc", CreatedAt: after, InReplyTo: 1},
+				{ID: 4, User: alice, Path: "a.go", Line: 1, Body: "still nil here", CreatedAt: after, InReplyTo: 1},
+			}},
+			want: events.StatusChangesRequested, wantActor: "alice", wantFeedback: []int64{4},
+		},
+		{
 			name: "a disabled protocol is ignored", pol: reviewsOnly,
 			sig:  Signals{Reactions: []Reaction{react(alice, "+1", after)}},
 			want: events.StatusPending,
@@ -291,6 +312,37 @@ func TestEvaluate_Quorum(t *testing.T) {
 				Comments:       []Comment{openAI(1, "No issues.", after)},
 			},
 			wantFeedback: []int64{7},
+		},
+		{
+			name: "a quorum bot's comment carrying prloop's marker is no finding", want: events.StatusApproved,
+			sig: Signals{
+				Reviews:        []Review{copilotReview},
+				ReviewComments: []ReviewComment{{ID: 7, ReviewID: 50, User: copilot, Path: "main.go", Line: 4, Body: OwnMarker + "notify reply -->\nerr is ignored", CommitID: "head", CreatedAt: after}},
+				Comments:       []Comment{openAI(1, "No issues.", after)},
+			},
+		},
+		{
+			name: "a bot outside the quorum replying to prloop asks for nothing", want: events.StatusApproved,
+			sig: Signals{
+				Reviews: []Review{copilotReview},
+				ReviewComments: []ReviewComment{
+					{ID: 8, User: self, Path: "main.go", Line: 4, Body: OwnMarker + "notify reply -->\naddressed in abc", CommitID: "head", CreatedAt: after, InReplyTo: 7},
+					{ID: 9, User: User{Login: "coderabbitai[bot]"}, Path: "main.go", Line: 4, Body: "err is still ignored", CommitID: "head", CreatedAt: after, InReplyTo: 7},
+				},
+				Comments: []Comment{openAI(1, "No issues.", after)},
+			},
+		},
+		{
+			name: "a quorum bot replying to prloop with a finding requests changes", want: events.StatusChangesRequested,
+			sig: Signals{
+				Reviews: []Review{copilotReview},
+				ReviewComments: []ReviewComment{
+					{ID: 8, User: self, Path: "main.go", Line: 4, Body: OwnMarker + "notify reply -->\naddressed in abc", CommitID: "head", CreatedAt: after, InReplyTo: 7},
+					{ID: 9, ReviewID: 51, User: copilot, Path: "main.go", Line: 4, Body: "err is still ignored", CommitID: "head", CreatedAt: after, InReplyTo: 7},
+				},
+				Comments: []Comment{openAI(1, "No issues.", after)},
+			},
+			wantFeedback: []int64{9},
 		},
 		{
 			name: "the marker tells bots sharing a login apart", want: events.StatusInProgress,

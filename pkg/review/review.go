@@ -24,6 +24,9 @@
 //     a 👍 given before the latest push does not approve it.
 //   - Only authorized reviewers count; the PR's author and prloop's own
 //     account never do; bots only when named in the quorum.
+//   - prloop's own comments (those carrying OwnMarker) never count, whoever
+//     posted them: another prloop on the same repository, under another
+//     login, must not take this one's "fix ready" note for a change request.
 package review
 
 import (
@@ -106,6 +109,15 @@ type Signals struct {
 	Reviews        []Review
 	ReviewComments []ReviewComment
 }
+
+// OwnMarker starts the hidden marker every comment prloop posts carries
+// (the escalation comment, the note that a fix is ready, the replies in
+// review threads): "<!-- prloop:<kind> … -->".
+const OwnMarker = "<!-- prloop:"
+
+// IsOwn reports whether body carries prloop's marker: a comment by prloop,
+// under whatever login, which never asks for changes.
+func IsOwn(body string) bool { return strings.Contains(body, OwnMarker) }
 
 // Reviewer is a required quorum reviewer: a login, and optionally a marker
 // text its comments carry (several bots may post as github-actions[bot]).
@@ -196,6 +208,9 @@ type Item struct {
 	DiffHunk  string
 	CreatedAt time.Time
 	URL       string
+	// InReplyTo is, for an inline comment that answers another, the
+	// comment it answers: the thread a reply to it goes to.
+	InReplyTo int64
 	// Why is Classify's reason for a quorum bot's finding; empty for
 	// humans' feedback, which is never classified.
 	Why string

@@ -278,7 +278,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		if err := a.save(ctx); err != nil {
 			return Result{}, err
 		}
-		logFile := filepath.Join(a.files, fmt.Sprintf("agent-%s-c%d-r%d.log", ghref.EventSHA(start), a.req.FixCycle, a.rec.Runs))
+		logFile := a.logFile(a.rec.Runs)
 		a.logs = append(a.logs, logFile)
 		a.log.Info("running the agent", "run", a.rec.Runs, "of", s.cfg.AgentAttempts, "worktree", a.wt.Dir, "log", logFile)
 		began := time.Now()
@@ -421,6 +421,10 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 		a.log.Info("review status is no longer changes requested", "status", v.Status)
 		return "", nil
 	}
+	// Whom to tell when the fix is pushed is known only now: a resume
+	// after the push gathers nothing.
+	aud := audienceOf(v.Feedback, s.policy.Quorum)
+	a.rec.Audience = &aud
 	data := PromptData{
 		URL: a.pull.GetHTMLURL(), Ref: pr.String(), Title: SanitizeLine(a.pull.GetTitle()), Branch: SanitizeLine(a.wt.Branch),
 		HeadSHA: head, FixCycle: a.cycle, ContextPath: SanitizeLine(req.ContextPath),
@@ -573,6 +577,11 @@ func (a *attempt) addressed(ctx context.Context, res fixResult) (Result, error) 
 	if err != nil {
 		return Result{}, err
 	}
+	// Before the outcome is recorded: a crash in between tells them on the
+	// resume, and the note's markers keep it from being told twice.
+	if err := a.notify(ctx, res.head); err != nil {
+		return Result{}, err
+	}
 	a.rec.Outcome, a.rec.NewHead = OutcomeAddressed, res.head
 	if err := a.save(ctx); err != nil {
 		return Result{}, err
@@ -652,6 +661,14 @@ func (a *attempt) save(ctx context.Context) error {
 	}
 	a.recRev = rev
 	return nil
+}
+
+// logFile is where the agent's output of the request's run-th run goes.
+func (a *attempt) logFile(run int) string {
+	if a.files == "" || run < 1 {
+		return ""
+	}
+	return filepath.Join(a.files, fmt.Sprintf("agent-%s-c%d-r%d.log", ghref.EventSHA(a.req.HeadSHA), a.req.FixCycle, run))
 }
 
 // detail links the agent logs from the event.

@@ -85,6 +85,14 @@ type Config struct {
 	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2"`
 	// EscalationLabel on a PR means a human has it: no agent runs for it.
 	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
+	// NotifyReviewers tells the reviewers when a fix is pushed: their
+	// review is requested again, their inline threads get a reply, and one
+	// comment says what the agent changed (README, "Telling reviewers a
+	// fix is ready").
+	NotifyReviewers bool `envconfig:"PRLOOP_NOTIFY_REVIEWERS" default:"true"`
+	// DryRun logs the note to the reviewers instead of posting it; fixes
+	// are still pushed.
+	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false"`
 	// GitAuthorName and GitAuthorEmail sign the commits prloop makes itself.
 	GitAuthorName  string `envconfig:"PRLOOP_GIT_AUTHOR_NAME" default:"prloop"`
 	GitAuthorEmail string `envconfig:"PRLOOP_GIT_AUTHOR_EMAIL" default:"prloop@users.noreply.github.com"`

@@ -27,6 +27,35 @@ func TestConfig_Defaults(t *testing.T) {
 	assert.Equal(t, "prloop@users.noreply.github.com", cfg.GitAuthorEmail)
 	assert.Equal(t, []string{"alice", "bob"}, cfg.Reviewers, "the review policy is the poller's")
 	assert.Equal(t, []time.Duration{2 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute}, cfg.RetryBackoff)
+	assert.True(t, cfg.NotifyReviewers, "reviewers are told of a fix by default")
+	assert.False(t, cfg.DryRun)
+}
+
+func TestConfig_NotifyReviewers(t *testing.T) {
+	tests := []struct {
+		name, value string
+		want        bool
+		wantErr     string
+	}{
+		{name: "off", value: "false", want: false},
+		{name: "on", value: "true", want: true},
+		{name: "not a boolean", value: "sometimes", wantErr: "PRLOOP_NOTIFY_REVIEWERS"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("PRLOOP_NOTIFY_REVIEWERS", tt.value)
+			var cfg Config
+			err := config.Load(&cfg)
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, cfg.NotifyReviewers)
+			assert.NoError(t, cfg.Validate())
+		})
+	}
 }
 
 func TestConfig_Validate(t *testing.T) {

@@ -74,6 +74,16 @@ func (f *fakeGitHub) ListReviewComments(context.Context, ghref.PR) ([]*gh.PullRe
 	return nil, nil
 }
 
+func (f *fakeGitHub) CreateIssueComment(context.Context, ghref.PR, string) (*gh.IssueComment, error) {
+	return &gh.IssueComment{}, nil
+}
+
+func (f *fakeGitHub) ReplyToReviewComment(context.Context, ghref.PR, int64, string) (*gh.PullRequestComment, error) {
+	return &gh.PullRequestComment{}, nil
+}
+
+func (f *fakeGitHub) RequestReviewers(context.Context, ghref.PR, ...string) error { return nil }
+
 func (f *fakeGitHub) GetPermission(context.Context, ghref.Repo, string) (string, error) {
 	return "write", nil
 }

@@ -139,6 +139,9 @@ type Record struct {
 	// PushedSHA and PushedAt record prloop's own push of the fix.
 	PushedSHA string    `json:"pushed_sha,omitempty"`
 	PushedAt  time.Time `json:"pushed_at,omitempty"`
+	// Audience is whom the note about the fix is for, decided from the
+	// feedback gathered for the agent (see notify.go).
+	Audience *Audience `json:"audience,omitempty"`
 	// Outcome is set once the result was published.
 	Outcome   Outcome `json:"outcome,omitempty"`
 	NewHead   string  `json:"new_head,omitempty"`

@@ -59,6 +59,10 @@ type GitHub interface {
 	GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error)
 	GetPermission(ctx context.Context, repo ghref.Repo, login string) (string, error)
 	GitToken(ctx context.Context) (github.Secret, error)
+	// Telling the reviewers that a fix is ready (notify.go).
+	CreateIssueComment(ctx context.Context, pr ghref.PR, body string) (*gh.IssueComment, error)
+	ReplyToReviewComment(ctx context.Context, pr ghref.PR, commentID int64, body string) (*gh.PullRequestComment, error)
+	RequestReviewers(ctx context.Context, pr ghref.PR, logins ...string) error
 }
 
 var _ GitHub = (*github.Client)(nil)

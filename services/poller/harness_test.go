@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
@@ -195,4 +196,18 @@ func (e *env) askForChanges(body string) *events.FeedbackReceived {
 	_, err := e.sim.AddIssueComment(e.pr, "alice", body)
 	require.NoError(e.t, err)
 	return e.rec.Wait(e.t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
+}
+
+// signalsChangeNothing waits until the poller has read the PR's new
+// signals and had time to act on them, checks that they changed nothing
+// since the watch, and that an authorized reviewer's 👍 still approves.
+func (e *env) signalsChangeNothing() {
+	e.t.Helper()
+	e.waitRequests(reactionsRoute, 1) // the poller read the new signals
+	// One more full interval after the fetch, to let any event land.
+	e.waitProbes(3)
+	assert.Equal(e.t, []events.Type{events.TypeWatchRequested, events.TypeReviewPending}, e.rec.Types(e.pr))
+	_, err := e.sim.AddReaction(e.pr, "alice", "+1")
+	require.NoError(e.t, err)
+	e.rec.Wait(e.t, e.pr, events.TypeReviewApproved, waitFor)
 }

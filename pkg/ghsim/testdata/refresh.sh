@@ -22,6 +22,7 @@ include "strip";
   "/repos/{owner}/{repo}/pulls/{pull_number}": ["get", "patch"],
   "/repos/{owner}/{repo}/pulls/comments": ["get"],
   "/repos/{owner}/{repo}/pulls/{pull_number}/comments": ["get", "post"],
+  "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies": ["post"],
   "/repos/{owner}/{repo}/pulls/{pull_number}/reviews": ["get", "post"],
   "/repos/{owner}/{repo}/pulls/{pull_number}/merge": ["get", "put"],
   "/repos/{owner}/{repo}/pulls/{pull_number}/update-branch": ["put"],

@@ -1,0 +1,362 @@
+package feedback
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/review"
+)
+
+// Telling the reviewers that a fix is ready (PRLOOP_NOTIFY_REVIEWERS):
+// after PRFeedbackAddressed, the reviewers whose change-requesting review
+// the fix addresses are asked to review again, people who asked by comment
+// are mentioned, every inline thread the fix addressed gets a reply, and
+// one comment says what the agent changed. Who is told is decided from the
+// feedback when it is gathered (audienceOf) and kept in the record, since a
+// resume after the push gathers nothing; what is still to do is decided
+// from what GitHub shows (decideNotice). Both are pure; notify carries
+// them out.
+
+// summaryMaxBytes bounds the agent's summary in the comment: its tail,
+// where an agent says what it did, is kept.
+const summaryMaxBytes = 4000
+
+// Audience is whom a fix's note is for.
+type Audience struct {
+	// Rerequest are the humans whose review (a change request, or inline
+	// comments, which GitHub files as a review) the fix addresses: GitHub
+	// is asked for their review again.
+	Rerequest []string `json:"rerequest,omitempty"`
+	// Mention are the humans who asked by conversation comment only: the
+	// comment mentions them.
+	Mention []string `json:"mention,omitempty"`
+	// Threads are the first comments of the inline threads the fix
+	// addressed, humans' and quorum bots' alike: each gets a reply.
+	Threads []int64 `json:"threads,omitempty"`
+}
+
+// audienceOf decides whom the note about a fix of items is for. Bots (by
+// login, or named in the quorum) are never re-requested nor mentioned: a
+// mention is how one bot starts another, and the quorum bots review a new
+// head by themselves.
+func audienceOf(items []review.Item, quorum []review.Reviewer) Audience {
+	bot := func(login string) bool {
+		return review.User{Login: login}.IsBot() || slices.ContainsFunc(quorum, func(r review.Reviewer) bool { return strings.EqualFold(r.Login, login) })
+	}
+	var a Audience
+	reviewed, commented := map[string]bool{}, []string{}
+	for _, it := range items {
+		if it.Kind == review.KindReviewComment {
+			root := it.ID
+			if it.InReplyTo != 0 {
+				root = it.InReplyTo
+			}
+			if !slices.Contains(a.Threads, root) {
+				a.Threads = append(a.Threads, root)
+			}
+		}
+		if it.Author == "" || bot(it.Author) {
+			continue
+		}
+		switch key := strings.ToLower(it.Author); it.Kind {
+		case review.KindReview, review.KindReviewComment:
+			if !reviewed[key] {
+				reviewed[key] = true
+				a.Rerequest = append(a.Rerequest, it.Author)
+			}
+		default:
+			if !slices.ContainsFunc(commented, func(s string) bool { return strings.EqualFold(s, it.Author) }) {
+				commented = append(commented, it.Author)
+			}
+		}
+	}
+	for _, c := range commented {
+		if !reviewed[strings.ToLower(c)] {
+			a.Mention = append(a.Mention, c)
+		}
+	}
+	slices.Sort(a.Threads)
+	return a
+}
+
+// mentionInstead moves the logins GitHub would not ask for a review from
+// Rerequest to Mention.
+func (a Audience) mentionInstead(logins []string) Audience {
+	out := Audience{Threads: a.Threads, Mention: slices.Clone(a.Mention)}
+	for _, r := range a.Rerequest {
+		if slices.Contains(logins, r) {
+			out.Mention = append(out.Mention, r)
+		} else {
+			out.Rerequest = append(out.Rerequest, r)
+		}
+	}
+	return out
+}
+
+// noticeFacts are what decideNotice weighs.
+type noticeFacts struct {
+	Audience Audience
+	// Head is the fix's head, Cycle its number (1 for the first fix).
+	Head  string
+	Cycle int
+	// Summary is what the agent printed, unsanitised.
+	Summary string
+	// Requested are the reviewers GitHub shows as requested now.
+	Requested []string
+	// Posted says the comment with Head's marker is on the PR; Replied
+	// holds the threads that have a reply with Head's marker.
+	Posted  bool
+	Replied map[int64]bool
+}
+
+// reply is one answer in an inline thread.
+type reply struct {
+	Thread int64
+	Body   string
+}
+
+// notice is what is left to do to tell the reviewers.
+type notice struct {
+	Rerequest []string
+	Replies   []reply
+	// Comment is the note to post; "" when it is there.
+	Comment string
+}
+
+// empty reports whether nothing is left to do.
+func (n notice) empty() bool {
+	return len(n.Rerequest) == 0 && len(n.Replies) == 0 && n.Comment == ""
+}
+
+// decideNotice decides what is left to do. The comment goes last and
+// marks the whole note done: once it is on the PR, a redelivery or a resume
+// does nothing, and before, each part is done unless GitHub shows it done.
+func decideNotice(f noticeFacts) notice {
+	if f.Posted {
+		return notice{}
+	}
+	var n notice
+	for _, login := range f.Audience.Rerequest {
+		if !slices.ContainsFunc(f.Requested, func(r string) bool { return strings.EqualFold(r, login) }) {
+			n.Rerequest = append(n.Rerequest, login)
+		}
+	}
+	for _, th := range f.Audience.Threads {
+		if !f.Replied[th] {
+			n.Replies = append(n.Replies, reply{Thread: th, Body: replyMarker(f.Head) + "\naddressed in " + ghref.ShortSHA(f.Head)})
+		}
+	}
+	n.Comment = renderNote(f)
+	return n
+}
+
+// noteMarker is the hidden first line of the note about head; replyMarker
+// that of a reply in a thread. Both carry review.OwnMarker, so that no
+// prloop takes them for a change request.
+func noteMarker(head string) string  { return review.OwnMarker + "notify head=" + head + " -->" }
+func replyMarker(head string) string { return review.OwnMarker + "notify-reply head=" + head + " -->" }
+
+// renderNote is the comment: the new head, the fix cycle, whom it is for,
+// and the agent's own account, sanitised, bounded and fenced so that it
+// can neither hide text, mention anyone nor break out of its block.
+func renderNote(f noticeFacts) string {
+	var b strings.Builder
+	b.WriteString(noteMarker(f.Head) + "\n")
+	fmt.Fprintf(&b, "**prloop pushed a fix** for the review feedback: %s (fix cycle %d).\n", ghref.ShortSHA(f.Head), f.Cycle)
+	if len(f.Audience.Mention) > 0 {
+		b.WriteString("\n")
+		for _, m := range f.Audience.Mention {
+			b.WriteString("@" + m + " ")
+		}
+		b.WriteString("your comments were addressed; please have another look.\n")
+	}
+	if len(f.Audience.Rerequest) > 0 {
+		fmt.Fprintf(&b, "\nReview requested again from %s.\n", strings.Join(f.Audience.Rerequest, ", "))
+	}
+	summary := tail(Sanitize(f.Summary), summaryMaxBytes)
+	if summary == "" {
+		b.WriteString("\nThe agent left no summary of its change.\n")
+	} else {
+		b.WriteString("\nWhat the agent says it changed:\n\n" + Fence(summary) + "\n")
+	}
+	return b.String()
+}
+
+// tail keeps the last n bytes of s, on a rune boundary, saying so.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const note = "[… earlier output left out]\n"
+	cut := len(s) - max(0, n-len(note))
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return note + s[cut:]
+}
+
+// agentSummary reads what the agent printed in the run that made the fix:
+// its log without prloop's own lines. A missing log (swept, or a fix
+// pushed by another replica) leaves it empty.
+func agentSummary(path string) string {
+	if path == "" {
+		return ""
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "[prloop:") {
+			continue
+		}
+		b.WriteString(sc.Text() + "\n")
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// notify tells the reviewers that head fixes their feedback, unless it is
+// off. Only an interruption fails it: the fix is published, and a note
+// that GitHub refuses must not hold the change request open (it would be
+// retried against a head the poller has moved on from); each failure is
+// logged instead.
+func (a *attempt) notify(ctx context.Context, head string) error {
+	s := a.s
+	if !s.cfg.NotifyReviewers {
+		return nil
+	}
+	var aud Audience
+	if a.rec.Audience != nil {
+		aud = *a.rec.Audience
+	}
+	f := noticeFacts{Audience: aud, Head: head, Cycle: a.cycle + 1, Summary: agentSummary(a.logFile(a.rec.Runs)), Replied: map[int64]bool{}}
+	if err := a.noticeState(ctx, &f); err != nil {
+		return a.notifyFailed(ctx, "read what was posted", err)
+	}
+	n := decideNotice(f)
+	log := a.log.With("new_head", ghref.EventSHA(head))
+	if n.empty() {
+		log.Info("reviewers already told of the fix")
+		return nil
+	}
+	if s.cfg.DryRun {
+		log.Info("dry run: would tell the reviewers of the fix", "rerequest", n.Rerequest, "replies", len(n.Replies), "comment", n.Comment)
+		return nil
+	}
+	pr := a.req.PR
+	var refused []string
+	for _, login := range n.Rerequest {
+		if err := a.fence(ctx); err != nil {
+			return err
+		}
+		err := withTimeout(ctx, func(ctx context.Context) error { return s.d.GitHub.RequestReviewers(ctx, pr, login) })
+		if errors.Is(err, github.ErrValidation) {
+			// GitHub asks only collaborators to review; the others
+			// are mentioned in the comment instead.
+			log.Info("GitHub refused to request a review; not a collaborator?", "reviewer", login, "err", err)
+			refused = append(refused, login)
+		} else if err != nil {
+			return a.notifyFailed(ctx, "request a review from "+login, err)
+		}
+	}
+	if len(refused) > 0 {
+		f.Audience = f.Audience.mentionInstead(refused)
+		n.Comment = renderNote(f)
+	}
+	for _, r := range n.Replies {
+		if err := a.fence(ctx); err != nil {
+			return err
+		}
+		if err := withTimeout(ctx, func(ctx context.Context) error {
+			_, err := s.d.GitHub.ReplyToReviewComment(ctx, pr, r.Thread, r.Body)
+			return err
+		}); err != nil {
+			if err := a.notifyFailed(ctx, "reply in thread "+strconv.FormatInt(r.Thread, 10), err); err != nil {
+				return err
+			}
+		}
+	}
+	if err := a.fence(ctx); err != nil {
+		return err
+	}
+	if err := withTimeout(ctx, func(ctx context.Context) error {
+		_, err := s.d.GitHub.CreateIssueComment(ctx, pr, n.Comment)
+		return err
+	}); err != nil {
+		return a.notifyFailed(ctx, "post the note", err)
+	}
+	log.Info("told the reviewers of the fix", "rerequested", n.Rerequest, "replies", len(n.Replies))
+	return nil
+}
+
+// notifyFailed logs a failure to tell the reviewers and returns an error
+// only when the attempt was interrupted.
+func (a *attempt) notifyFailed(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	a.log.Warn("could not tell the reviewers of the fix: "+what, "err", err)
+	return nil
+}
+
+// noticeState reads what GitHub shows of a note about f.Head: the comment,
+// the replies, the reviewers requested now.
+func (a *attempt) noticeState(ctx context.Context, f *noticeFacts) error {
+	gh, pr := timeoutSource{a.s.d.GitHub}, a.req.PR
+	marker := noteMarker(f.Head)
+	// All comments, not those since the push: GitHub's clock filters them,
+	// and a note missed by a skewed clock would be posted twice.
+	comments, err := gh.ListIssueComments(ctx, pr, time.Time{})
+	if err != nil {
+		return err
+	}
+	for _, c := range comments {
+		if strings.HasPrefix(strings.TrimSpace(c.GetBody()), marker) {
+			f.Posted = true
+			return nil
+		}
+	}
+	if len(f.Audience.Threads) > 0 {
+		rcs, err := gh.ListReviewComments(ctx, pr)
+		if err != nil {
+			return err
+		}
+		rm := replyMarker(f.Head)
+		for _, c := range rcs {
+			if strings.HasPrefix(strings.TrimSpace(c.GetBody()), rm) {
+				f.Replied[c.GetInReplyTo()] = true
+			}
+		}
+	}
+	if len(f.Audience.Rerequest) > 0 {
+		p, err := a.getPull(ctx)
+		if err != nil {
+			return err
+		}
+		for _, u := range p.RequestedReviewers {
+			f.Requested = append(f.Requested, u.GetLogin())
+		}
+	}
+	return nil
+}
+
+// withTimeout gives one GitHub write its own deadline.
+func withTimeout(ctx context.Context, call func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	return call(ctx)
+}
