@@ -223,8 +223,14 @@ func (w *world) startSim() error {
 		return fmt.Errorf("listen for the simulator: %w", err)
 	}
 	w.simURL = "http://" + ln.Addr().String()
+	// The run compresses what a team's PRs do over days into minutes, all
+	// on one token: GitHub's primary limit (5,000 requests an hour) is
+	// scaled with the PRs, as 20 PRs use it up in a short run. The limit
+	// itself is a fault of its own, not one this suite injects.
+	limit := 5000 * max(1, w.o.prs/20)
 	sim, err := ghsim.New(ghsim.Options{
 		Dir: filepath.Join(w.dir, "github"), RealClock: true, BaseURL: w.simURL, FaultRate: rate, FaultSeed: w.o.seed,
+		PrimaryLimit: limit,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
