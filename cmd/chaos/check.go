@@ -60,6 +60,10 @@ func (w *world) check(ctx context.Context, ls []*lifecycle, pr *probe, scan *cmd
 	w.checkToken(all, scan)
 }
 
+// escalationMarker opens every escalation comment (services/escalator's
+// Marker); a chaos check must not import a service's package.
+const escalationMarker = "<!-- prloop:escalation "
+
 func (w *world) checkLifecycle(l *lifecycle, writes []ghsim.WriteRecord) {
 	rep := w.rep
 	if l.pr.Number == 0 {
@@ -139,13 +143,18 @@ func (w *world) checkLifecycle(l *lifecycle, writes []ghsim.WriteRecord) {
 			rep.violate("escalation label missing", name, fmt.Sprintf("labels %v", info.Labels))
 		}
 	}
-	commentPath := fmt.Sprintf("/repos/%s/%s/issues/%d/comments", l.repo.Owner, l.repo.Name, l.pr.Number)
+	// prloop's other comments (the note that a fix is ready) are no
+	// escalations: count those that carry the escalation's marker.
 	botComments := 0
 	var how []string
-	for _, wr := range writes {
-		if wr.Method == "POST" && wr.Path == commentPath && wr.Login == botLogin && wr.Status == 201 {
+	comments, err := w.sim.IssueComments(l.pr)
+	if err != nil {
+		rep.violate("escalation comments unreadable", name, err.Error())
+	}
+	for _, c := range comments {
+		if c.Author == botLogin && strings.HasPrefix(strings.TrimSpace(c.Body), escalationMarker) {
 			botComments++
-			how = append(how, fmt.Sprintf("%s (fault %v)", wr.Time.Format(time.StampMilli), wr.Fault))
+			how = append(how, c.Created.Format(time.StampMilli))
 		}
 	}
 	// An escalator killed after its comment, on a PR that then merged or

@@ -522,3 +522,28 @@ func (s *Sim) GitDir(repo ghref.Repo) string {
 	}
 	return rp.dir
 }
+
+// CommentSnapshot is one issue comment as the simulator holds it.
+type CommentSnapshot struct {
+	ID      int64
+	Author  string
+	Body    string
+	Created time.Time
+}
+
+// IssueComments returns the PR's issue comments, oldest first: what a
+// check reads of the conversation without going through the API (and its
+// faults).
+func (s *Sim) IssueComments(ref ghref.PR) ([]CommentSnapshot, error) {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return nil, err
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	out := make([]CommentSnapshot, 0, len(p.comments))
+	for _, c := range p.comments {
+		out = append(out, CommentSnapshot{ID: c.id, Author: c.user.login, Body: c.body, Created: c.created})
+	}
+	return out, nil
+}
