@@ -123,9 +123,14 @@ func plan(req Request, rec Record, pr snapshot, lim limits) action {
 		rec = Record{Key: req.Key(), EventID: req.EventID, AgentSpent: rec.AgentSpent}
 	}
 	skip := func(why, note string) action { return action{kind: actSkip, why: why, note: note, rec: rec} }
+	pushed := resuming && rec.Phase == PhasePushed
 	switch {
 	case !pr.Found:
 		return skip("the PR was not found", "PR not found")
+	case pushed:
+		// The fix is on GitHub: it is announced whatever happened since (a
+		// label, a close). A push nobody announced is a fix cycle nobody
+		// counts, and the poller holds its head back for good.
 	case !pr.Open:
 		return skip("the PR was closed", "PR closed or merged meanwhile")
 	case pr.Labelled:

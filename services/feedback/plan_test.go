@@ -105,6 +105,21 @@ func TestPlan_Actions(t *testing.T) {
 			want: action{kind: actResume, resume: resumePublishPushed, cycle: 1, rec: inFlight(func(r *Record) { r.Phase = PhasePushed; r.PushedSHA = planNew })},
 		},
 		{
+			// Found by the chaos suite (seed 32): the publish failed with a
+			// NATS node down, the PR was labelled meanwhile, and the push was
+			// never announced (fix cycles != pushes).
+			name: "a pushed fix is announced though the PR was labelled since",
+			req:  req, rec: inFlight(func(r *Record) { r.Phase = PhasePushed; r.PushedSHA = planNew }),
+			pr:   snapshot{Found: true, Open: true, Labelled: true, Head: planNew},
+			want: action{kind: actResume, resume: resumePublishPushed, cycle: 1, rec: inFlight(func(r *Record) { r.Phase = PhasePushed; r.PushedSHA = planNew })},
+		},
+		{
+			name: "a pushed fix is announced though the PR was closed since",
+			req:  req, rec: inFlight(func(r *Record) { r.Phase = PhasePushed; r.PushedSHA = planNew }),
+			pr:   snapshot{Found: true, Open: false, Head: planNew},
+			want: action{kind: actResume, resume: resumePublishPushed, cycle: 1, rec: inFlight(func(r *Record) { r.Phase = PhasePushed; r.PushedSHA = planNew })},
+		},
+		{
 			name: "fresh request: the agent runs, the fix numbered, the budget spent carried over",
 			req:  req, rec: Record{Key: "an older request", Outcome: OutcomeAddressed, AgentSpent: 2 * time.Minute, PushedSHA: planHead}, pr: open,
 			want: action{kind: actFix, cycle: 1, rec: fresh(2 * time.Minute)},
