@@ -231,7 +231,7 @@ func (w *world) startSim() error {
 	sim, err := ghsim.New(ghsim.Options{
 		Dir: filepath.Join(w.dir, "github"), RealClock: true, BaseURL: w.simURL, FaultRate: rate, FaultSeed: w.o.seed,
 		PrimaryLimit: limit,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
 		ln.Close()
