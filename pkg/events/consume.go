@@ -101,6 +101,28 @@ type ConsumerConfig struct {
 	// Observer, if set, is told about every delivery and how its handling
 	// ended, so metrics can be attached without this package knowing them.
 	Observer ConsumeObserver
+	// MaxDefer bounds how long one delivery may wait for the retry time a
+	// handler's error names (see RetryAt). Default DefaultMaxDefer.
+	MaxDefer time.Duration
+}
+
+// DefaultMaxDefer is ConsumerConfig.MaxDefer's default: a little over an
+// hour, the longest GitHub's primary rate limit takes to reset.
+const DefaultMaxDefer = 65 * time.Minute
+
+// RetryAt reports the earliest moment at which retrying err can succeed,
+// when err (or an error it wraps) knows one: a GitHub rate limit knows when
+// it resets (github.RateLimitError). Consume waits for that moment within
+// the same delivery instead of counting another failed delivery: a spent
+// quota is no fault of the event, and counting it would send every event of
+// an hour-long outage to the dead-letter stream.
+func RetryAt(err error) (time.Time, bool) {
+	var r interface{ RetryAt() time.Time }
+	if !errors.As(err, &r) {
+		return time.Time{}, false
+	}
+	at := r.RetryAt()
+	return at, !at.IsZero()
 }
 
 // LagObserver, when a ConsumeObserver implements it too, is told how long
@@ -156,6 +178,9 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	}
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = max(64, 4*c.Concurrency)
+	}
+	if c.MaxDefer <= 0 {
+		c.MaxDefer = DefaultMaxDefer
 	}
 	if c.Grace <= 0 {
 		c.Grace = 8 * time.Second
@@ -246,7 +271,7 @@ func Consume(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfig, h Ha
 					}
 					continue
 				}
-				if handle(hctx, js, c, log, msg, h) == HandledDeadLetter {
+				if handle(hctx, ctx, js, c, log, msg, h) == HandledDeadLetter {
 					select {
 					case recount <- struct{}{}:
 					default:
@@ -337,8 +362,10 @@ func CountDeadLetters(ctx context.Context, js StreamLookup, durable string) (uin
 }
 
 // handle runs h on one delivery and acks, naks or dead-letters it; it
-// returns the outcome.
-func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, h Handler) string {
+// returns the outcome. stopping is done when the consumer shuts down: a
+// delivery waiting for its error's retry time (RetryAt) then hands the
+// message back instead of waiting on.
+func handle(ctx, stopping context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, h Handler) string {
 	var delivered, seq uint64 = 1, 0
 	if md, err := raw.Metadata(); err == nil {
 		delivered, seq = md.NumDelivered, md.Sequence.Stream
@@ -382,7 +409,24 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 	}
 	start := time.Now()
 	stop := heartbeat(raw, c.AckWait/3)
-	err = safeCall(ctx, h, &Msg{Event: e, Data: d, Delivered: delivered, Seq: seq, raw: raw})
+	msg := &Msg{Event: e, Data: d, Delivered: delivered, Seq: seq, raw: raw}
+	err = safeCall(ctx, h, msg)
+	// A known retry time is waited for in this delivery, heartbeating, so
+	// that it never counts toward MaxDeliver.
+	deferredUntil := time.Time{}
+	for err != nil && !IsPermanent(err) {
+		at, ok := RetryAt(err)
+		wait := time.Until(at)
+		if !ok || wait <= 0 || wait > c.MaxDefer {
+			break
+		}
+		log.Warn("handler must wait for a known retry time; this delivery waits (it counts as no failed delivery)", "err", err, "retry_in", wait.Round(time.Second), "delivered", delivered)
+		if ctxtime.Sleep(stopping, wait) != nil {
+			deferredUntil = at
+			break
+		}
+		err = safeCall(ctx, h, msg)
+	}
 	stop()
 	took := time.Since(start)
 	var p panicError
@@ -402,6 +446,13 @@ func handle(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logge
 		defer cancel()
 		if aerr := raw.DoubleAck(actx); aerr != nil {
 			log.Warn("ack failed; the event will be redelivered", "err", aerr)
+		}
+	case !deferredUntil.IsZero():
+		// Shutting down while waiting: the next replica (or this one,
+		// restarted) takes the message when the wait is over.
+		outcome = HandledRetry
+		if nerr := raw.NakWithDelay(max(time.Until(deferredUntil), 0)); nerr != nil {
+			log.Warn("nak failed; the event will be redelivered after the ack wait", "err", nerr)
 		}
 	case IsPermanent(err) || delivered >= uint64(c.MaxDeliver):
 		outcome = deadLetter(ctx, js, c, log, raw, delivered, err)

@@ -451,3 +451,66 @@ func TestConsume_DeadLetterPublishFailureKeepsTheMessage(t *testing.T) {
 		})
 	}
 }
+
+// retryLater is a handler error that knows when retrying can succeed, as a
+// GitHub rate limit knows its reset.
+type retryLater struct{ at time.Time }
+
+func (r retryLater) Error() string      { return "rate limited until " + r.at.Format(time.RFC3339Nano) }
+func (r retryLater) RetryAt() time.Time { return r.at }
+
+// A spent GitHub quota is no fault of the event: the delivery waits for the
+// known retry time instead of counting a failure, so an outage longer than
+// the backoff sends nothing to the dead-letter stream (RELIABILITY.md, seed
+// 31). A retry time past MaxDefer is an ordinary failure.
+func TestConsume_KnownRetryTimeIsWaitedNotCounted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		wait       time.Duration
+		failures   int32
+		deadLetter bool
+	}{
+		{name: "within MaxDefer: waited in the delivery, then handled", wait: 30 * time.Millisecond, failures: 5},
+		{name: "past MaxDefer: counted, dead-lettered at MaxDeliver", wait: time.Hour, failures: 100, deadLetter: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn := natstest.Start(t)
+			_, _, err := events.NewEmitter(conn.JS, "test").Emit(t.Context(), &events.ReviewApproved{Base: events.Base{PR: pr}, Status: events.StatusApproved}, "1")
+			require.NoError(t, err)
+
+			var calls atomic.Int32
+			var seen collector
+			runConsumer(t, conn.JS, events.ConsumerConfig{
+				Durable: "limited", Types: []events.Type{events.TypeReviewApproved},
+				MaxDeliver: 2, Backoff: []time.Duration{10 * time.Millisecond}, MaxDefer: time.Minute,
+			}, func(_ context.Context, m *events.Msg) error {
+				seen.add(strconv.FormatUint(m.Delivered, 10))
+				if calls.Add(1) <= tc.failures {
+					return fmt.Errorf("get pull: %w", retryLater{at: time.Now().Add(tc.wait)})
+				}
+				return nil
+			})
+
+			if tc.deadLetter {
+				waitDLQ(t, conn.JS, "limited")
+				assert.Equal(t, []string{"1", "2"}, seen.list(), "each failure counted")
+				return
+			}
+			require.Eventually(t, func() bool { return calls.Load() == tc.failures+1 }, 15*time.Second, 10*time.Millisecond)
+			assert.Equal(t, []string{"1", "1", "1", "1", "1", "1"}, seen.list(), "every wait within the first delivery")
+			require.Eventually(t, func() bool {
+				cons, err := conn.JS.Consumer(t.Context(), events.StreamName, "limited")
+				if err != nil {
+					return false
+				}
+				info, err := cons.Info(t.Context())
+				return err == nil && info.NumAckPending == 0 && info.AckFloor.Stream == 1
+			}, 15*time.Second, 10*time.Millisecond, "acked")
+			n, err := events.CountDeadLetters(t.Context(), conn.JS, "limited")
+			require.NoError(t, err)
+			assert.Zero(t, n, "nothing dead-lettered")
+		})
+	}
+}

@@ -429,7 +429,7 @@ func (c *Client) translate(req *http.Request, err error) error {
 	}
 	var ghAbuse *gh.AbuseRateLimitError
 	if errors.As(err, &ghAbuse) {
-		return &RateLimitError{Method: method, Path: path, Secondary: true, Wait: ghAbuse.GetRetryAfter()}
+		return &RateLimitError{Method: method, Path: path, Secondary: true, Wait: ghAbuse.GetRetryAfter(), At: c.now()}
 	}
 	var ue *url.Error
 	if errors.As(err, &ue) {

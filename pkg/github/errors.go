@@ -113,6 +113,23 @@ type RateLimitError struct {
 	// Limit is the cap that Wait exceeded (zero when the limit was hit again
 	// after the allowed number of waits).
 	Limit time.Duration
+	// At is when the limit was met, by the client's clock: Wait counts from
+	// it.
+	At time.Time
+}
+
+// RetryAt is the earliest moment a retry can succeed: a second past the
+// primary limit's reset, or At plus Wait; zero when neither is known.
+// events.Consume waits for it in the same delivery rather than counting
+// the failure toward the dead-letter stream.
+func (e *RateLimitError) RetryAt() time.Time {
+	switch {
+	case !e.Secondary && !e.Reset.IsZero():
+		return e.Reset.Add(time.Second)
+	case !e.At.IsZero() && e.Wait > 0:
+		return e.At.Add(e.Wait)
+	}
+	return time.Time{}
 }
 
 // Error names the request, the limit and how long it would have to wait.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 )
@@ -233,6 +234,9 @@ func TestClient_PrimaryLimit(t *testing.T) {
 		assert.Equal(t, DefaultMaxRateLimitWait, rle.Limit)
 		assert.Greater(t, rle.Wait, DefaultMaxRateLimitWait)
 		assert.False(t, rle.Reset.IsZero())
+		at, ok := events.RetryAt(err)
+		require.True(t, ok, "the reset is when a retry can succeed: the consumer waits for it")
+		assert.Equal(t, rle.Reset.Add(time.Second), at)
 		assert.Contains(t, err.Error(), "GET /repos/acme/widgets/pulls/1")
 		assert.False(t, errors.Is(err, ErrForbidden), "a rate limit is not a permissions problem")
 		assert.Equal(t, 1, e.stats(t).ByRoute[simRoutePull])

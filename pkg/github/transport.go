@@ -276,7 +276,7 @@ func (t *retryTransport) waitForPrimary(ctx context.Context, req *http.Request, 
 	}
 	wait := rl.Reset.Sub(now) + time.Second
 	if wait > c.maxWait || exceedsDeadline(ctx, now, wait) {
-		return &RateLimitError{Method: req.Method, Path: req.URL.Path, Resource: res, Reset: rl.Reset, Wait: wait, Limit: max(c.maxWait, 0)}
+		return &RateLimitError{Method: req.Method, Path: req.URL.Path, Resource: res, Reset: rl.Reset, Wait: wait, Limit: max(c.maxWait, 0), At: now}
 	}
 	c.rateLimitWaits.Add(1)
 	log.Warn("github primary rate limit spent, waiting for reset", "resource", res, "wait", wait)
@@ -316,7 +316,7 @@ func (t *retryTransport) rateLimited(req *http.Request, resp *http.Response) *Ra
 		return nil
 	}
 	now := t.c.now()
-	e := &RateLimitError{Method: req.Method, Path: req.URL.Path, Resource: h.Get("X-RateLimit-Resource"), Secondary: !primary}
+	e := &RateLimitError{Method: req.Method, Path: req.URL.Path, Resource: h.Get("X-RateLimit-Resource"), Secondary: !primary, At: now}
 	if reset, ok := parseUnix(h.Get("X-RateLimit-Reset")); ok {
 		e.Reset = reset
 	}

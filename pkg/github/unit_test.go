@@ -403,3 +403,24 @@ func TestRateLimit_PermissionTextNotMistaken(t *testing.T) {
 		})
 	}
 }
+
+func TestRateLimitError_RetryAt(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 26, 4, 0, 0, 0, time.UTC)
+	reset := at.Add(40 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		err  RateLimitError
+		want time.Time
+	}{
+		{name: "primary: a second past the reset", err: RateLimitError{Reset: reset, Wait: time.Minute, At: at}, want: reset.Add(time.Second)},
+		{name: "secondary: Retry-After from when it was met", err: RateLimitError{Secondary: true, Reset: reset, Wait: 42 * time.Second, At: at}, want: at.Add(42 * time.Second)},
+		{name: "primary without a reset: the wait", err: RateLimitError{Wait: time.Minute, At: at}, want: at.Add(time.Minute)},
+		{name: "nothing known", err: RateLimitError{Secondary: true}, want: time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, tc.err.RetryAt())
+		})
+	}
+}
