@@ -16,6 +16,14 @@ import (
 func describe(d events.Data) string {
 	short := ghref.ShortSHA
 	switch d := d.(type) {
+	case *events.CreateRequested:
+		return "open requested: " + d.Branch + " → " + d.BaseBranch + when(d.BaseBranch == "", "the default branch") + when(d.Actor != "", " by "+d.Actor)
+	case *events.Created:
+		verb := "opened"
+		if d.Existing {
+			verb = "found open"
+		}
+		return fmt.Sprintf("%s by prloop: %s → %s at %s", verb, d.Branch, d.BaseBranch, short(d.HeadSHA))
 	case *events.WatchRequested:
 		return "watch requested" + when(d.Actor != "", " by "+d.Actor)
 	case *events.ReviewPending:
@@ -85,7 +93,7 @@ func colorFor(t events.Type) string {
 		return "\x1b[33m" // yellow
 	case events.TypeEscalationRequested, events.TypeEscalated, events.TypeMergeFailed:
 		return "\x1b[31m" // red
-	case events.TypeFeedbackAddressed, events.TypeMergeQueued:
+	case events.TypeFeedbackAddressed, events.TypeMergeQueued, events.TypeCreated:
 		return "\x1b[36m" // cyan
 	}
 	return "\x1b[2m" // dim

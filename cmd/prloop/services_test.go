@@ -28,6 +28,11 @@ import (
 func sampleOf(t events.Type, pr ghref.PR) events.Data {
 	b := events.Base{PR: pr, HeadSHA: "abc"}
 	switch t {
+	case events.TypeCreateRequested:
+		b.PR.Number = events.CreateRequestedNumber
+		return &events.CreateRequested{Base: b, Worktree: "/nonexistent", Branch: "feature/x"}
+	case events.TypeCreated:
+		return &events.Created{Base: b, Branch: "feature/x", BaseBranch: "main"}
 	case events.TypeWatchRequested:
 		return &events.WatchRequested{Base: b}
 	case events.TypeFeedbackReceived:

@@ -67,7 +67,8 @@
 // "Published by" names the NATS user (deploy/nats/nats.conf) allowed to
 // publish the type; PublishedBy holds the same column as data, and the
 // deployments' permissions and the services' Emitters are checked against it.
-// cli is the operator's `prloop watch`.
+// cli is the operator's `prloop watch` and `prloop open` (or an
+// orchestrator with the cli's credentials).
 //
 // Data field names are fixed so that consumers outside prloop can rely on
 // them: pr (owner, repo, number, url), head_sha, status, fix_cycle, reason,
@@ -85,6 +86,8 @@
 //
 //	| type                  | published by             | means                                                         | data (besides pr, head_sha)                  |
 //	|-----------------------|--------------------------|---------------------------------------------------------------|----------------------------------------------|
+//	| PRCreateRequested     | cli                      | command: push this branch, open its PR, then watch it         | worktree, branch, base, title, body, labels, draft, context_path, actor |
+//	| PRCreated             | feedback                 | prloop pushed the branch and opened (or found) its PR         | base, branch, worktree, context_path, title, actor, existing |
 //	| PRWatchRequested      | cli                      | command: start watching this PR                               | worktree, context_path, actor                |
 //	| PRReviewPending       | poller                   | watched, no review signal on the current head yet             | status, missing_reviewers                    |
 //	| PRReviewInProgress    | poller                   | a reviewer signalled "in review" (👀), or part of the quorum   | status, actor, quorum_responded, missing_…   |
@@ -103,7 +106,20 @@
 //	| PREscalationResolved  | poller                   | a human removed the escalation label; the loop resumes        | epoch (the new one), detail                  |
 //	| PRBranchUpdated       | merger                   | prloop brought the approved head up to date with its base     | previous_head_sha, method                    |
 //
-// # Order
+// # Opening a pull request
+//
+// PRCreateRequested is about a pull request that does not exist yet, so
+// its pr is the repository with number 0 (CreateRequestedNumber) and its
+// subject pr.<owner>.<repo>.0.PRCreateRequested; no other type may use
+// number 0 (CheckRef), and consumers that fold events per PR skip it.
+// Its id is ID(repo#0, PRCreateRequested, branch, EventSHA(head)): the
+// same branch at the same head is one request, new commits a new one. The
+// feedback service answers it with PRCreated about the real PR, whose id
+// carries the head it pushed (ID(pr, PRCreated, EventSHA(head))), so a
+// repeated request for a PR already open publishes nothing new. The
+// poller consumes PRCreated as it consumes PRWatchRequested.
+//
+// // # Order
 //
 // A PR's events read in causal order on the stream: an event never comes
 // before the event it follows from. In particular PRFeedbackAddressed for a

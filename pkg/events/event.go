@@ -50,7 +50,7 @@ func EpochPart(epoch int) string { return "e" + strconv.Itoa(epoch) }
 // is ID(d.Ref(), d.EventType(), parts...).
 func New(service string, d Data, now time.Time, parts ...string) (cloudevents.Event, error) {
 	pr := d.Ref()
-	if err := pr.Validate(); err != nil {
+	if err := CheckRef(pr, d.EventType()); err != nil {
 		return cloudevents.Event{}, fmt.Errorf("build %s event: %w", d.EventType(), err)
 	}
 	e := cloudevents.New(cloudevents.CloudEventsVersionV1)
@@ -184,7 +184,7 @@ func DataOf(e cloudevents.Event) (Data, error) {
 	if err := json.Unmarshal(e.Data(), d); err != nil {
 		return nil, fmt.Errorf("%w: event %q: data of %s: %v", ErrMalformed, e.ID(), e.Type(), err)
 	}
-	if err := d.Ref().Validate(); err != nil {
+	if err := CheckRef(d.Ref(), d.EventType()); err != nil {
 		return nil, fmt.Errorf("%w: event %q: data.pr: %v", ErrMalformed, e.ID(), err)
 	}
 	return d, nil

@@ -18,7 +18,11 @@ var testPR = ghref.PR{Owner: "acme", Repo: "widgets", Number: 42, URL: "https://
 // samples returns one payload of every event type.
 func samples(pr ghref.PR) []Data {
 	b := Base{PR: pr, HeadSHA: "0123456789abcdef0123456789abcdef01234567"}
+	repo := b
+	repo.PR = pr.RepoRef().PR(CreateRequestedNumber)
 	return []Data{
+		&CreateRequested{Base: repo, Worktree: "/w", Branch: "feature/x", BaseBranch: "main", Body: "Why.", Labels: []string{"agent"}, Draft: true, ContextPath: ".specify", Actor: "cli"},
+		&Created{Base: b, BaseBranch: "main", Branch: "feature/x", Worktree: "/w", ContextPath: ".specify", Actor: "feedback"},
 		&WatchRequested{Base: b, Worktree: "/w", ContextPath: ".specify"},
 		&ReviewPending{Base: b, Status: StatusPending},
 		&ReviewInProgress{Base: b, Status: StatusInProgress, Actor: "alice"},
@@ -54,26 +58,32 @@ func TestNew_StructuredCloudEvent(t *testing.T) {
 	for _, d := range samples(testPR) {
 		t.Run(string(d.EventType()), func(t *testing.T) {
 			t.Parallel()
+			pr, subject := testPR, "acme/widgets#42"
+			wantPR := map[string]any{"owner": "acme", "repo": "widgets", "number": float64(42), "url": testPR.URL}
+			if d.EventType() == TypeCreateRequested {
+				pr, subject = d.Ref(), "acme/widgets#0"
+				wantPR = map[string]any{"owner": "acme", "repo": "widgets", "number": float64(0)}
+			}
 			e, err := New("poller", d, now, "sha", "3")
 			require.NoError(t, err)
 			m, err := Message(e)
 			require.NoError(t, err)
 			assert.Equal(t, ContentType, m.Header.Get("Content-Type"))
 			assert.Equal(t, e.ID(), m.Header.Get("Nats-Msg-Id"))
-			assert.Equal(t, Subject(testPR, d.EventType()), m.Subject)
+			assert.Equal(t, Subject(pr, d.EventType()), m.Subject)
 
 			// The body is a self-describing CloudEvents 1.0 JSON document.
 			var raw map[string]any
 			require.NoError(t, json.Unmarshal(m.Data, &raw))
 			assert.Equal(t, "1.0", raw["specversion"])
 			assert.Equal(t, "/prloop/poller", raw["source"])
-			assert.Equal(t, "acme/widgets#42", raw["subject"])
+			assert.Equal(t, subject, raw["subject"])
 			assert.Equal(t, string(d.EventType()), raw["type"])
 			assert.Equal(t, "application/json", raw["datacontenttype"])
 			assert.Equal(t, "2026-01-02T03:04:05Z", raw["time"])
-			assert.Equal(t, "acme/widgets#42:"+string(d.EventType())+":sha:3", raw["id"])
+			assert.Equal(t, subject+":"+string(d.EventType())+":sha:3", raw["id"])
 			data := raw["data"].(map[string]any)
-			assert.Equal(t, map[string]any{"owner": "acme", "repo": "widgets", "number": float64(42), "url": testPR.URL}, data["pr"])
+			assert.Equal(t, wantPR, data["pr"])
 			assert.Equal(t, "0123456789abcdef0123456789abcdef01234567", data["head_sha"])
 
 			e2, d2, err := Decode(m.Data)
@@ -154,4 +164,46 @@ func TestCleanTitle(t *testing.T) {
 			assert.LessOrEqual(t, utf8.RuneCountInString(got), MaxTitle)
 		})
 	}
+}
+
+// TestCheckRef_NumberZeroOnlyForCreateRequested: a command to open a PR is
+// about the repository (number 0), and nothing else may be.
+func TestCheckRef_NumberZeroOnlyForCreateRequested(t *testing.T) {
+	t.Parallel()
+	repo := ghref.PR{Owner: "acme", Repo: "widgets"}
+	for _, tc := range []struct {
+		name string
+		pr   ghref.PR
+		typ  Type
+		ok   bool
+	}{
+		{name: "open request about the repository", pr: repo, typ: TypeCreateRequested, ok: true},
+		{name: "open request naming a PR", pr: repo.RepoRef().PR(3), typ: TypeCreateRequested},
+		{name: "open request of a bad repository", pr: ghref.PR{Owner: "-x", Repo: "widgets"}, typ: TypeCreateRequested},
+		{name: "created needs the PR", pr: repo, typ: TypeCreated},
+		{name: "created with the PR", pr: repo.RepoRef().PR(3), typ: TypeCreated, ok: true},
+		{name: "watch of number 0", pr: repo, typ: TypeWatchRequested},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := CheckRef(tc.pr, tc.typ)
+			if tc.ok {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorIs(t, err, ghref.ErrInvalid)
+			}
+		})
+	}
+	// A forged body on the zero subject is no event.
+	e, err := New("cli", &CreateRequested{Base: Base{PR: repo}, Worktree: "/w", Branch: "b"}, time.Now())
+	require.NoError(t, err)
+	m, err := Message(e)
+	require.NoError(t, err)
+	assert.Equal(t, "pr.acme.widgets.0.PRCreateRequested", m.Subject)
+	_, d, err := Decode(m.Data)
+	require.NoError(t, err)
+	assert.Equal(t, "b", d.(*CreateRequested).Branch)
+	bad := strings.Replace(string(m.Data), `"number":0`, `"number":7`, 1)
+	_, _, err = Decode([]byte(bad))
+	assert.ErrorIs(t, err, ErrMalformed)
 }

@@ -59,7 +59,7 @@ func FuzzSubject(f *testing.F) {
 
 		typ1 := Types[int(typ)%len(Types)]
 		pr := ghref.PR{Owner: owner, Repo: repo, Number: number}
-		if pr.Validate() == nil {
+		if CheckRef(pr, typ1) == nil {
 			s := Subject(pr, typ1)
 			got, gotType, err := ParseSubject(s)
 			require.NoError(t, err, "subject %q", s)
@@ -120,13 +120,13 @@ func FuzzEvent(f *testing.F) {
 		base := reflect.ValueOf(d).Elem().FieldByName("Base")
 		base.FieldByName("Title").SetString(CleanTitle(title))
 		e, err := New("fuzz", d, now, title)
-		if pr.Validate() != nil {
-			require.Error(t, err, "New accepted invalid %+v", pr)
+		if CheckRef(d.Ref(), d.EventType()) != nil {
+			require.Error(t, err, "New accepted invalid %+v", d.Ref())
 		} else {
 			require.NoError(t, err)
 			m, err := Message(e)
 			require.NoError(t, err)
-			require.Equal(t, Subject(pr, d.EventType()), m.Subject)
+			require.Equal(t, Subject(d.Ref(), d.EventType()), m.Subject)
 			e2, d2, err := Decode(m.Data)
 			require.NoError(t, err)
 			require.Equal(t, d, d2)
@@ -143,7 +143,7 @@ func FuzzEvent(f *testing.F) {
 		}
 		require.Equal(t, Type(e.Type()), d.EventType())
 		require.True(t, strings.EqualFold(e.Subject(), d.Ref().String()))
-		require.NoError(t, d.Ref().Validate())
+		require.NoError(t, CheckRef(d.Ref(), d.EventType()))
 		m, err := Message(e)
 		require.NoError(t, err)
 		e2, d2, err := Decode(m.Data)

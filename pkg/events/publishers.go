@@ -25,10 +25,10 @@ var publishedBy = map[string][]Type{
 		TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived, TypeReviewApproved,
 		TypeReviewTimeout, TypeClosed, TypeEscalationRequested, TypeEscalationResolved,
 	},
-	PublisherFeedback:  {TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested},
+	PublisherFeedback:  {TypeCreated, TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested},
 	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated},
 	PublisherEscalator: {TypeEscalated},
-	PublisherCLI:       {TypeWatchRequested},
+	PublisherCLI:       {TypeCreateRequested, TypeWatchRequested},
 }
 
 // Publishers lists every publisher of the table in doc.go, sorted.

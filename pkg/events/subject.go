@@ -99,7 +99,8 @@ func PRFilter(pr ghref.PR) string {
 	return SubjectPrefix + "." + EncodeToken(pr.Owner) + "." + EncodeToken(pr.Repo) + "." + strconv.Itoa(pr.Number) + ".*"
 }
 
-// ParseSubject splits an event subject into its PR (names case-folded) and type.
+// ParseSubject splits an event subject into its PR (names case-folded) and
+// type. The number is positive, and 0 for PRCreateRequested (see CheckRef).
 func ParseSubject(subject string) (ghref.PR, Type, error) {
 	parts := strings.Split(subject, ".")
 	if len(parts) != 5 || parts[0] != SubjectPrefix {
@@ -114,7 +115,11 @@ func ParseSubject(subject string) (ghref.PR, Type, error) {
 		return ghref.PR{}, "", err
 	}
 	n, err := strconv.Atoi(parts[3])
-	if err != nil || n <= 0 || strconv.Itoa(n) != parts[3] {
+	want := n > 0
+	if Type(parts[4]) == TypeCreateRequested {
+		want = n == CreateRequestedNumber
+	}
+	if err != nil || !want || strconv.Itoa(n) != parts[3] {
 		return ghref.PR{}, "", fmt.Errorf("%w: PR number %q in %q", ErrBadSubject, parts[3], subject)
 	}
 	return ghref.PR{Owner: owner, Repo: repo, Number: n}, Type(parts[4]), nil

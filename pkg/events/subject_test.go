@@ -56,6 +56,7 @@ func TestSubject_RoundTrip(t *testing.T) {
 		{name: "simple", pr: ghref.PR{Owner: "acme", Repo: "widgets", Number: 42}, typ: TypeReviewApproved, want: "pr.acme.widgets.42.PRReviewApproved"},
 		{name: "dotted repo", pr: ghref.PR{Owner: "socketio", Repo: "socket.io", Number: 7}, typ: TypeMerged, want: "pr.socketio.socket=2eio.7.PRMerged"},
 		{name: "mixed case", pr: ghref.PR{Owner: "Acme-Corp", Repo: "Big_Repo", Number: 1}, typ: TypeReviewTimeout, want: "pr.acme-corp.big_repo.1.ReviewTimeout"},
+		{name: "a PR yet to be opened", pr: ghref.PR{Owner: "acme", Repo: "widgets"}, typ: TypeCreateRequested, want: "pr.acme.widgets.0.PRCreateRequested"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,7 +74,7 @@ func TestSubject_RoundTrip(t *testing.T) {
 
 func TestParseSubject_Errors(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"pr.acme.widgets.42", "x.acme.widgets.42.PRMerged", "pr.acme.widgets.0.PRMerged", "pr.acme.widgets.042.PRMerged", "pr.Acme.widgets.4.PRMerged", "pr.acme.widgets.4.PRMerged.extra"} {
+	for _, s := range []string{"pr.acme.widgets.42", "x.acme.widgets.42.PRMerged", "pr.acme.widgets.0.PRMerged", "pr.acme.widgets.042.PRMerged", "pr.Acme.widgets.4.PRMerged", "pr.acme.widgets.4.PRMerged.extra", "pr.acme.widgets.4.PRCreateRequested", "pr.acme.widgets.00.PRCreateRequested"} {
 		_, _, err := ParseSubject(s)
 		assert.ErrorIs(t, err, ErrBadSubject, s)
 	}

@@ -15,6 +15,8 @@ type Type string
 
 // The event types of the PR lifecycle; see the package documentation.
 const (
+	TypeCreateRequested     Type = "PRCreateRequested"
+	TypeCreated             Type = "PRCreated"
 	TypeWatchRequested      Type = "PRWatchRequested"
 	TypeReviewPending       Type = "PRReviewPending"
 	TypeReviewInProgress    Type = "PRReviewInProgress"
@@ -36,7 +38,7 @@ const (
 
 // Types lists every event type, in lifecycle order.
 var Types = []Type{
-	TypeWatchRequested, TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived,
+	TypeCreateRequested, TypeCreated, TypeWatchRequested, TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived,
 	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
 	TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
 	TypeEscalationResolved, TypeBranchUpdated,
@@ -170,6 +172,72 @@ func (b Base) Head() string { return b.HeadSHA }
 
 // PRTitle returns the PR's title the event carries (often none).
 func (b Base) PRTitle() string { return b.Title }
+
+// CreateRequestedNumber is the PR number of PRCreateRequested, a command
+// about a pull request that does not exist yet: its subject is
+// pr.<owner>.<repo>.0.PRCreateRequested, so that it travels with the
+// repository's events ('pr.acme.widgets.>'). No other event has number 0.
+const CreateRequestedNumber = 0
+
+// MaxBody bounds a PR body prloop writes when it opens a pull request, in
+// bytes.
+const MaxBody = 8 << 10
+
+// CheckRef reports whether pr is what an event of type t may be about: a
+// pull request (a positive number), or for PRCreateRequested the
+// repository with number 0.
+func CheckRef(pr ghref.PR, t Type) error {
+	if t != TypeCreateRequested {
+		return pr.Validate()
+	}
+	if err := pr.RepoRef().Validate(); err != nil {
+		return err
+	}
+	if pr.Number != CreateRequestedNumber {
+		return fmt.Errorf("%w: %s is about a PR yet to be opened: number %d, want %d", ghref.ErrInvalid, t, pr.Number, CreateRequestedNumber)
+	}
+	return nil
+}
+
+// CreateRequested is a command: push Branch from the worktree and open a
+// pull request for it into BaseBranch, then watch it. PR names the
+// repository with number 0 (CreateRequestedNumber); HeadSHA is the
+// branch's head as the requester read it in the worktree, for the event
+// id and for people: the feedback service trusts only what its mirror
+// takes in. Title (in Base, cleaned by CleanTitle) and Body may be empty:
+// then the last commit's subject and body are used.
+type CreateRequested struct {
+	Base
+	// Worktree is the local checkout holding the branch (the coding
+	// agent's): prloop takes the branch's commits from it, and the
+	// feedback step may work there later.
+	Worktree string `json:"worktree"`
+	Branch   string `json:"branch"`
+	// BaseBranch is the branch to merge into; empty means the
+	// repository's default branch.
+	BaseBranch string   `json:"base,omitempty"`
+	Body       string   `json:"body,omitempty"`
+	Labels     []string `json:"labels,omitempty"`
+	Draft      bool     `json:"draft,omitempty"`
+	// ContextPath names spec or plan material for the agent's prompt, as
+	// in PRWatchRequested.
+	ContextPath string `json:"context_path,omitempty"`
+	Actor       string `json:"actor,omitempty"`
+}
+
+// Created says prloop pushed a branch and opened its pull request (or
+// found it already open, Existing): watching begins, as for
+// PRWatchRequested. HeadSHA is the head prloop pushed, Title the PR's.
+type Created struct {
+	Base
+	BaseBranch  string `json:"base"`
+	Branch      string `json:"branch"`
+	Worktree    string `json:"worktree,omitempty"`
+	ContextPath string `json:"context_path,omitempty"`
+	Actor       string `json:"actor,omitempty"`
+	// Existing says the PR was open already (a repeated request).
+	Existing bool `json:"existing,omitempty"`
+}
 
 // WatchRequested is a command: start watching a PR.
 type WatchRequested struct {
@@ -406,6 +474,8 @@ type BranchUpdated struct {
 }
 
 // EventType implementations tie each payload to its type.
+func (CreateRequested) EventType() Type     { return TypeCreateRequested }
+func (Created) EventType() Type             { return TypeCreated }
 func (WatchRequested) EventType() Type      { return TypeWatchRequested }
 func (ReviewPending) EventType() Type       { return TypeReviewPending }
 func (ReviewInProgress) EventType() Type    { return TypeReviewInProgress }
@@ -427,6 +497,10 @@ func (BranchUpdated) EventType() Type       { return TypeBranchUpdated }
 // newData returns an empty payload for t, for decoding.
 func newData(t Type) (Data, error) {
 	switch t {
+	case TypeCreateRequested:
+		return &CreateRequested{}, nil
+	case TypeCreated:
+		return &Created{}, nil
 	case TypeWatchRequested:
 		return &WatchRequested{}, nil
 	case TypeReviewPending:

@@ -144,6 +144,9 @@ func (b *Board) entry(pr ghref.PR) *PR {
 // Apply folds one event, at time at (the CloudEvent's time), into the
 // board. Events must come in stream order.
 func (b *Board) Apply(d events.Data, at time.Time) {
+	if _, ok := d.(*events.CreateRequested); ok {
+		return // about a PR yet to be opened (number 0): PRCreated names it
+	}
 	b.seq++
 	if b.seq%pruneEvery == 0 {
 		b.prune(at)
@@ -178,7 +181,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.Status, p.Fixing, p.Escalation, p.EscalationDetail = s, false, "", ""
 	}
 	switch e := d.(type) {
-	case *events.WatchRequested:
+	case *events.WatchRequested, *events.Created:
 		p.Closed, p.Merged = false, false
 	case *events.ReviewPending:
 		if !p.quorumAgain(e.Status) {

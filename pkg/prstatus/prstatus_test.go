@@ -40,6 +40,10 @@ func TestLine_EveryTrigger(t *testing.T) {
 		{name: "no event", want: prstatus.Line{State: prstatus.Pending, Text: "not watched by prloop"}},
 		{name: "watched", events: []events.Data{&events.WatchRequested{Base: base(pr1, "")}},
 			want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "opened by prloop", events: []events.Data{
+			&events.CreateRequested{Base: base(ghref.PR{Owner: "acme", Repo: "widgets"}, headA), Worktree: "/w", Branch: "feature/x"},
+			&events.Created{Base: base(pr1, headA), Branch: "feature/x", BaseBranch: "main"},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
 		{name: "pending", events: []events.Data{&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending}},
 			want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
 		{name: "reviewing", events: []events.Data{&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "alice"}},
@@ -228,4 +232,19 @@ func TestBoard_ForgetsClosedPRsAfterRetention(t *testing.T) {
 	assert.Nil(t, b.Get(pr1), "the merged PR is forgotten")
 	assert.NotNil(t, b.Get(pr2), "the open PR stays")
 	assert.Equal(t, "not watched by prloop", b.Line(pr1, prstatus.Options{}).Text)
+}
+
+// TestBoard_SkipsRequestsToOpen: a request to open a PR is about the
+// repository (number 0), not a PR: the board shows the PR once PRCreated
+// names it.
+func TestBoard_SkipsRequestsToOpen(t *testing.T) {
+	t.Parallel()
+	b := prstatus.NewBoard()
+	repo := ghref.PR{Owner: "acme", Repo: "widgets"}
+	b.Apply(&events.CreateRequested{Base: events.Base{PR: repo, Title: "Add x"}, Worktree: "/w", Branch: "x"}, time.Now())
+	assert.Empty(t, b.PRs())
+	b.Apply(&events.Created{Base: events.Base{PR: pr1, HeadSHA: headA, Title: "Add x"}, Branch: "x", BaseBranch: "main"}, time.Now())
+	require.Len(t, b.PRs(), 1)
+	assert.Equal(t, "Add x", b.Get(pr1).Title)
+	assert.Equal(t, headA, b.Get(pr1).Head)
 }

@@ -42,7 +42,7 @@ const Name = "poller"
 // Types are the event types the poller consumes: watch commands, and the
 // other services' news that changes what it must publish next.
 var Types = []events.Type{
-	events.TypeWatchRequested, events.TypeFeedbackAddressed, events.TypeFeedbackSkipped,
+	events.TypeCreated, events.TypeWatchRequested, events.TypeFeedbackAddressed, events.TypeFeedbackSkipped,
 	events.TypeEscalationRequested, events.TypeEscalated, events.TypeMerged,
 	events.TypeBranchUpdated, events.TypeMergeFailed,
 }
@@ -578,12 +578,17 @@ var ErrNotWatched = errors.New("not watched")
 
 // handle folds another service's event into the PR's record (reduce) and
 // has the PR evaluated again: what it did may change what the poller
-// publishes next. Only PRWatchRequested starts a record; news about a PR
-// the poller has no record of is not its business.
+// publishes next. Only PRWatchRequested and PRCreated (the feedback
+// service opened the PR) start a record; news about a PR the poller has no
+// record of is not its business.
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	pr := m.Data.Ref()
 	log := s.d.Log.With("pr", pr.String())
-	_, watch := m.Data.(*events.WatchRequested)
+	watch := false
+	switch m.Data.(type) {
+	case *events.WatchRequested, *events.Created:
+		watch = true
+	}
 	at := m.Event.Time()
 	_, err := s.d.Store.Update(ctx, pr, func(p *state.PR) error {
 		if p.UpdatedAt.IsZero() && !watch {
@@ -602,6 +607,9 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	switch d := m.Data.(type) {
 	case *events.WatchRequested:
 		log.Info("watching", "worktree", d.Worktree, "context", d.ContextPath)
+		s.watch(pr)
+	case *events.Created:
+		log.Info("watching the PR prloop opened", "branch", d.Branch, "worktree", d.Worktree, "context", d.ContextPath)
 		s.watch(pr)
 	case *events.FeedbackAddressed:
 		s.watch(pr)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/state"
 )
 
@@ -16,8 +17,9 @@ import (
 // and now the poller's clock. It reports whether the record changed, and
 // leaves it alone for the types it does not follow.
 //
-//   - PRWatchRequested: the worktree and spec path to hand on in
-//     PRFeedbackReceived; watching begins now, unless it had already.
+//   - PRWatchRequested, and PRCreated (the PR prloop opened): the
+//     worktree and spec path to hand on in PRFeedbackReceived; watching
+//     begins now, unless it had already.
 //   - PRFeedbackAddressed: the fix cycle and prloop's own push (its head
 //     is anchored at the push); it ends the change request it answers,
 //     whose items are then addressed and never asked again.
@@ -36,18 +38,9 @@ func reduce(cur state.PR, d events.Data, at, now time.Time) (state.PR, bool) {
 	next := cur
 	switch d := d.(type) {
 	case *events.WatchRequested:
-		if d.Worktree != "" {
-			next.Worktree = d.Worktree
-		}
-		if d.ContextPath != "" {
-			next.ContextPath = d.ContextPath
-		}
-		if next.PR.URL == "" {
-			next.PR.URL = d.PR.URL
-		}
-		if next.WatchedSince.IsZero() {
-			next.WatchedSince = now
-		}
+		watched(&next, d.PR, d.Worktree, d.ContextPath, now)
+	case *events.Created:
+		watched(&next, d.PR, d.Worktree, d.ContextPath, now)
 	case *events.FeedbackAddressed:
 		pushedAt := d.PushedAt
 		if pushedAt.IsZero() {
@@ -101,4 +94,21 @@ func reduce(cur state.PR, d events.Data, at, now time.Time) (state.PR, bool) {
 		return cur, false
 	}
 	return next, !reflect.DeepEqual(cur, next)
+}
+
+// watched folds a request to watch (PRWatchRequested, PRCreated) into the
+// record: the worktree and spec path, the PR's URL, and since when.
+func watched(next *state.PR, pr ghref.PR, worktree, contextPath string, now time.Time) {
+	if worktree != "" {
+		next.Worktree = worktree
+	}
+	if contextPath != "" {
+		next.ContextPath = contextPath
+	}
+	if next.PR.URL == "" {
+		next.PR.URL = pr.URL
+	}
+	if next.WatchedSince.IsZero() {
+		next.WatchedSince = now
+	}
 }

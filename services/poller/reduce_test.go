@@ -42,6 +42,22 @@ func TestReduce(t *testing.T) {
 			},
 		},
 		{
+			name: "the PR prloop opened is watched like a watch request", cur: state.PR{PR: ghref.PR{Owner: "acme", Repo: "w", Number: 1}},
+			event:   &events.Created{Base: b("h1"), Branch: "feature/x", BaseBranch: "main", Worktree: "/src/w", ContextPath: "specs/x.md"},
+			changed: true,
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, "/src/w", n.Worktree)
+				assert.Equal(t, "specs/x.md", n.ContextPath)
+				assert.Equal(t, pr.URL, n.PR.URL)
+				assert.Equal(t, now, n.WatchedSince)
+			},
+		},
+		{
+			name: "a repeated PRCreated keeps when watching began", cur: approved,
+			event: &events.Created{Base: b("h1"), Branch: "feature/x", BaseBranch: "main"},
+			check: func(t *testing.T, n state.PR) { assert.Equal(t, now.Add(-time.Hour), n.WatchedSince) },
+		},
+		{
 			name: "a repeated watch request keeps when watching began", cur: approved,
 			event: &events.WatchRequested{Base: b("")},
 			check: func(t *testing.T, n state.PR) { assert.Equal(t, now.Add(-time.Hour), n.WatchedSince) },
@@ -147,6 +163,9 @@ func TestReduce(t *testing.T) {
 		{name: "PRMergeWaiting", cur: approved, event: &events.MergeWaiting{Base: b("h1"), Checks: []string{"ci"}}},
 		{name: "PRClosed", cur: approved, event: &events.Closed{Base: b("h1")}},
 		{name: "PREscalationResolved", cur: addressing, event: &events.EscalationResolved{Base: b("h1"), Epoch: 3}},
+		// The request to open a PR is the feedback service's; its
+		// PRCreated is what the poller follows.
+		{name: "PRCreateRequested", cur: approved, event: &events.CreateRequested{Base: b("h1"), Branch: "feature/x"}},
 	}
 	covered := map[events.Type]bool{}
 	for _, tt := range tests {
