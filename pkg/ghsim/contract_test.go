@@ -81,7 +81,19 @@ func TestContract_EveryEndpoint(t *testing.T) {
 				assert.Equal(t, "draft", m["mergeable_state"])
 			}},
 		{name: "create duplicate pull", method: "POST", path: rp + "/pulls", tmpl: "/repos/{owner}/{repo}/pulls", token: tokAlice,
-			body: map[string]any{"title": "Third again", "head": "octo:third", "base": "main"}, status: 422},
+			body: map[string]any{"title": "Third again", "head": "octo:third", "base": "main"}, status: 422,
+			check: func(t *testing.T, r resp) {
+				// GitHub's words, which clients look for (github.PullExists).
+				errs := r.obj(t)["errors"].([]any)
+				require.NotEmpty(t, errs)
+				assert.Equal(t, "A pull request already exists for octo:third.", errs[0].(map[string]any)["message"])
+			}},
+		{name: "list pulls by head and base", method: "GET", path: rp + "/pulls?head=octo:third&base=main", tmpl: "/repos/{owner}/{repo}/pulls", token: tokBot, status: 200,
+			check: func(t *testing.T, r resp) {
+				l := r.list(t)
+				require.Len(t, l, 1)
+				assert.Equal(t, "third", l[0]["head"].(map[string]any)["ref"])
+			}},
 		{name: "patch pull", method: "PATCH", path: rp + "/pulls/" + n, tmpl: "/repos/{owner}/{repo}/pulls/{pull_number}", token: tokAlice,
 			body: map[string]any{"title": "Add feature (v2)", "body": "Updated."}, status: 200,
 			check: func(t *testing.T, r resp) { assert.Equal(t, "Add feature (v2)", r.obj(t)["title"]) }},

@@ -76,6 +76,73 @@ func (c *Client) ListPulls(ctx context.Context, repo ghref.Repo, state string) (
 	return prs, nil
 }
 
+// PullInput is what CreatePull opens: Head is a branch of the repository
+// itself (prloop opens no PR from a fork), Base the branch to merge into.
+type PullInput struct {
+	Title string `json:"title"`
+	Head  string `json:"head"`
+	Base  string `json:"base"`
+	Body  string `json:"body,omitempty"`
+	Draft bool   `json:"draft,omitempty"`
+}
+
+// CreatePull opens a pull request (POST /repos/{owner}/{repo}/pulls). A
+// retry could open a second one, so a 5xx or timeout is returned, not
+// retried: the caller looks for the PR by its head (FindOpenPull). When
+// an open PR of the same head and base exists, GitHub answers 422, which
+// PullExists recognises.
+func (c *Client) CreatePull(ctx context.Context, repo ghref.Repo, in PullInput) (*gh.PullRequest, error) {
+	if err := repo.Validate(); err != nil {
+		return nil, fmt.Errorf("create pull request: %w", err)
+	}
+	p, _, err := doJSON[*gh.PullRequest](ctx, c, http.MethodPost, repoPath(repo)+"/pulls", in, false)
+	if err != nil {
+		return nil, fmt.Errorf("create pull request %s → %s in %s: %w", in.Head, in.Base, repo, err)
+	}
+	return p, nil
+}
+
+// PullExists reports whether err is GitHub's answer to CreatePull that an
+// open pull request for the same head (and base) exists already: "A pull
+// request already exists for owner:branch."
+func PullExists(err error) bool {
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		return false
+	}
+	for _, fe := range ve.Errors {
+		if strings.HasPrefix(fe.Message, "A pull request already exists for ") {
+			return true
+		}
+	}
+	return strings.Contains(ve.Message, "A pull request already exists for ")
+}
+
+// FindOpenPull returns the open pull request whose head is branch of repo
+// itself and whose base is base (any base when empty), or nil when there
+// is none; the oldest if several.
+func (c *Client) FindOpenPull(ctx context.Context, repo ghref.Repo, branch, base string) (*gh.PullRequest, error) {
+	if err := repo.Validate(); err != nil {
+		return nil, fmt.Errorf("find pull request: %w", err)
+	}
+	q := url.Values{"state": {"open"}, "head": {repo.Owner + ":" + branch}, "sort": {"created"}, "direction": {"asc"}}
+	if base != "" {
+		q.Set("base", base)
+	}
+	prs, err := listAll[*gh.PullRequest](ctx, c, withQuery(repoPath(repo)+"/pulls", q))
+	if err != nil {
+		return nil, fmt.Errorf("find the open pull request of %s in %s: %w", branch, repo, err)
+	}
+	for _, p := range prs {
+		// GitHub filters by head already; a simulator or a proxy that
+		// ignored the filter must not make another branch's PR ours.
+		if p.GetHead().GetRef() == branch && (base == "" || p.GetBase().GetRef() == base) && p.GetState() == "open" {
+			return p, nil
+		}
+	}
+	return nil, nil
+}
+
 // GetPull fetches a pull request.
 func (c *Client) GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error) {
 	if err := pr.Validate(); err != nil {

@@ -490,3 +490,40 @@ func TestRequiredChecks_UndecodableRuleIsAnError(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ruleset 7")
 }
+
+// TestClient_CreatePullAndFindItByHead: opening a PR for a branch, finding
+// it by its head, and the 422 a second PR for the same head gets.
+func TestClient_CreatePullAndFindItByHead(t *testing.T) {
+	t.Parallel()
+	e := newSimEnv(t, ghsim.Options{}, Config{}, Options{})
+	ctx := t.Context()
+	_, err := e.sim.PushCommit(e.repo, "feature/open", "alice", map[string]string{"x.go": "package x\n"}, "Add x")
+	require.NoError(t, err)
+	_, err = e.sim.PushCommit(e.repo, "other", "alice", map[string]string{"y.go": "package y\n"}, "Add y")
+	require.NoError(t, err)
+
+	none, err := e.client.FindOpenPull(ctx, e.repo, "feature/open", "main")
+	require.NoError(t, err)
+	assert.Nil(t, none)
+
+	p, err := e.client.CreatePull(ctx, e.repo, PullInput{Title: "Add x", Head: "feature/open", Base: "main", Body: "Why.", Draft: true})
+	require.NoError(t, err)
+	assert.Equal(t, "feature/open", p.GetHead().GetRef())
+	assert.True(t, p.GetDraft())
+	_, err = e.client.CreatePull(ctx, e.repo, PullInput{Title: "Other", Head: "other", Base: "main"})
+	require.NoError(t, err)
+
+	found, err := e.client.FindOpenPull(ctx, e.repo, "feature/open", "main")
+	require.NoError(t, err)
+	require.NotNil(t, found)
+	assert.Equal(t, p.GetNumber(), found.GetNumber())
+	other, err := e.client.FindOpenPull(ctx, e.repo, "feature/open", "develop")
+	require.NoError(t, err)
+	assert.Nil(t, other, "another base is another PR")
+
+	_, err = e.client.CreatePull(ctx, e.repo, PullInput{Title: "Add x again", Head: "feature/open", Base: "main"})
+	require.ErrorIs(t, err, ErrValidation)
+	assert.True(t, PullExists(err), "%v", err)
+	assert.Contains(t, err.Error(), "A pull request already exists for acme:feature/open.")
+	assert.False(t, PullExists(fmt.Errorf("wrapped: %w", ErrNotFound)))
+}
