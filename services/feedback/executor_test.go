@@ -84,6 +84,23 @@ func (f *fakeGitHub) ReplyToReviewComment(context.Context, ghref.PR, int64, stri
 
 func (f *fakeGitHub) RequestReviewers(context.Context, ghref.PR, ...string) error { return nil }
 
+// Opening pull requests is not the executor's business (open_test.go).
+func (f *fakeGitHub) GetRepo(context.Context, ghref.Repo) (*gh.Repository, error) {
+	return nil, github.ErrNotFound
+}
+
+func (f *fakeGitHub) CreatePull(context.Context, ghref.Repo, github.PullInput) (*gh.PullRequest, error) {
+	return nil, github.ErrForbidden
+}
+
+func (f *fakeGitHub) FindOpenPull(context.Context, ghref.Repo, string, string) (*gh.PullRequest, error) {
+	return nil, nil
+}
+
+func (f *fakeGitHub) AddLabels(context.Context, ghref.PR, ...string) ([]*gh.Label, error) {
+	return nil, nil
+}
+
 func (f *fakeGitHub) GetPermission(context.Context, ghref.Repo, string) (string, error) {
 	return "write", nil
 }

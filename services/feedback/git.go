@@ -131,12 +131,25 @@ type Worktree struct {
 	// Keep are the untracked files of a user's worktree from before prloop
 	// used it (a spec folder, notes): never committed, never deleted.
 	Keep map[string]bool
+	// RefPrefix names the mirror's refs for this work when it is about no
+	// PR yet (opening one, open.go); default refs/prloop/pr-<Number>.
+	RefPrefix string
+}
+
+// refs is the prefix of the mirror's refs for this worktree's work.
+func (wt Worktree) refs() string {
+	if wt.RefPrefix != "" {
+		return wt.RefPrefix
+	}
+	return "refs/prloop/pr-" + strconv.Itoa(wt.Number)
 }
 
 // headRef is the mirror's copy of the PR branch as GitHub last showed it;
-// resultRef is the agent's work as prloop took it in.
-func (wt Worktree) headRef() string   { return "refs/prloop/pr-" + strconv.Itoa(wt.Number) + "/head" }
-func (wt Worktree) resultRef() string { return "refs/prloop/pr-" + strconv.Itoa(wt.Number) + "/result" }
+// resultRef is the agent's work as prloop took it in; baseRef the base
+// branch (only when opening a PR).
+func (wt Worktree) headRef() string   { return wt.refs() + "/head" }
+func (wt Worktree) resultRef() string { return wt.refs() + "/result" }
+func (wt Worktree) baseRef() string   { return wt.refs() + "/base" }
 
 // checkRemote refuses a clone URL git could take for an option or a
 // transport that runs commands.
@@ -170,22 +183,30 @@ var mirrorInit sync.Mutex
 // Sync brings the PR branch's commits from GitHub into the mirror,
 // creating it when absent, and returns the branch's head there.
 func (g *realGit) Sync(ctx context.Context, wt Worktree) (string, error) {
-	mirrorInit.Lock()
-	_, err := os.Stat(filepath.Join(wt.Mirror, "HEAD"))
-	if err != nil {
-		if err = os.MkdirAll(wt.Mirror, 0o700); err == nil {
-			_, err = g.mirrorGit(ctx, wt.Mirror, "", "init", "--quiet", "--bare")
-		}
-	}
-	mirrorInit.Unlock()
-	if err != nil {
-		return "", fmt.Errorf("create mirror %s: %w", wt.Mirror, err)
+	if err := g.ensureMirror(ctx, wt); err != nil {
+		return "", err
 	}
 	if _, err := g.mirrorGit(ctx, wt.Mirror, wt.Remote, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
 		"--", wt.Remote, "+refs/heads/"+wt.Branch+":"+wt.headRef()); err != nil {
 		return "", err
 	}
 	return g.mirrorGit(ctx, wt.Mirror, "", "rev-parse", "--verify", wt.headRef()+"^{commit}")
+}
+
+// ensureMirror creates the mirror when absent.
+func (g *realGit) ensureMirror(ctx context.Context, wt Worktree) error {
+	mirrorInit.Lock()
+	defer mirrorInit.Unlock()
+	_, err := os.Stat(filepath.Join(wt.Mirror, "HEAD"))
+	if err != nil {
+		if err = os.MkdirAll(wt.Mirror, 0o700); err == nil {
+			_, err = g.mirrorGit(ctx, wt.Mirror, "", "init", "--quiet", "--bare")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create mirror %s: %w", wt.Mirror, err)
+	}
+	return nil
 }
 
 // fetchIntoWorktree brings the mirror's copy of the PR branch into the

@@ -51,7 +51,9 @@ import (
 const Name = "feedback"
 
 // Types are the event types the service consumes.
-var Types = []events.Type{events.TypeFeedbackReceived}
+// PRCreateRequested asks it to push a branch and open its pull request
+// (open.go): it owns the mirror and the pushing.
+var Types = []events.Type{events.TypeCreateRequested, events.TypeFeedbackReceived}
 
 // GitHub is the part of the GitHub client the service uses.
 type GitHub interface {
@@ -63,6 +65,11 @@ type GitHub interface {
 	CreateIssueComment(ctx context.Context, pr ghref.PR, body string) (*gh.IssueComment, error)
 	ReplyToReviewComment(ctx context.Context, pr ghref.PR, commentID int64, body string) (*gh.PullRequestComment, error)
 	RequestReviewers(ctx context.Context, pr ghref.PR, logins ...string) error
+	// Opening a pull request (open.go).
+	GetRepo(ctx context.Context, repo ghref.Repo) (*gh.Repository, error)
+	CreatePull(ctx context.Context, repo ghref.Repo, in github.PullInput) (*gh.PullRequest, error)
+	FindOpenPull(ctx context.Context, repo ghref.Repo, branch, base string) (*gh.PullRequest, error)
+	AddLabels(ctx context.Context, pr ghref.PR, labels ...string) ([]*gh.Label, error)
 }
 
 var _ GitHub = (*github.Client)(nil)
@@ -240,12 +247,15 @@ func (s *Service) Run(ctx context.Context) error {
 	}, s.handle)
 }
 
-// handle adapts a delivered event to Address: nil acks, an error redelivers.
+// handle adapts a delivered event to Address or Open: nil acks, an error
+// redelivers.
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
-	d, ok := m.Data.(*events.FeedbackReceived)
-	if !ok {
-		return nil
+	switch d := m.Data.(type) {
+	case *events.FeedbackReceived:
+		_, err := s.Address(ctx, requestOf(d, m.Event.ID()))
+		return err
+	case *events.CreateRequested:
+		return s.handleOpen(ctx, d)
 	}
-	_, err := s.Address(ctx, requestOf(d, m.Event.ID()))
-	return err
+	return nil
 }

@@ -1,0 +1,376 @@
+package feedback
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/kvlease"
+)
+
+// Opening a pull request (PRCreateRequested): prloop pushes the agent's
+// branch from its own mirror and opens the PR, then announces it with
+// PRCreated, which the poller watches like PRWatchRequested. The agent
+// never holds a credential: its commits cross the wall as a bundle
+// (open_git.go), are checked in the mirror like a fix's (Inspect) and are
+// pushed from there.
+
+// ErrOpenRefused is wrapped by the errors of a request to open a PR that
+// prloop will not carry out as asked: retrying cannot help, so the request
+// is dead-lettered with the reason (prloop dlq list).
+var ErrOpenRefused = errors.New("prloop does not open this pull request")
+
+// maxLabels and maxLabel bound a request's labels (GitHub's label names
+// are at most 50 characters).
+const (
+	maxLabels = 20
+	maxLabel  = 50
+)
+
+// OpenRequest is a request to push a branch and open its pull request.
+type OpenRequest struct {
+	Repo ghref.Repo
+	// Worktree is the agent's checkout holding Branch.
+	Worktree, Branch string
+	// Base is the branch to merge into; empty: the repository's default.
+	Base               string
+	Title, Body        string
+	Labels             []string
+	Draft              bool
+	ContextPath, Actor string
+	// Head is the branch's head as the requester read it: informative.
+	Head string
+}
+
+func openRequestOf(d *events.CreateRequested) OpenRequest {
+	return OpenRequest{
+		Repo: d.PR.RepoRef(), Worktree: d.Worktree, Branch: d.Branch, Base: d.BaseBranch,
+		Title: d.Title, Body: d.Body, Labels: d.Labels, Draft: d.Draft, ContextPath: d.ContextPath, Actor: d.Actor, Head: d.HeadSHA,
+	}
+}
+
+// check refuses a request that cannot be carried out whatever GitHub says.
+func (r OpenRequest) check() error {
+	switch {
+	case !filepath.IsAbs(r.Worktree):
+		return fmt.Errorf("%w: worktree %q is not an absolute path", ErrOpenRefused, r.Worktree)
+	case r.Branch == "" || strings.HasPrefix(r.Branch, "-"):
+		return fmt.Errorf("%w: branch name %q", ErrOpenRefused, r.Branch)
+	case strings.HasPrefix(r.Base, "-"):
+		return fmt.Errorf("%w: base branch name %q", ErrOpenRefused, r.Base)
+	case len(r.Labels) > maxLabels:
+		return fmt.Errorf("%w: %d labels, at most %d", ErrOpenRefused, len(r.Labels), maxLabels)
+	}
+	for _, l := range r.Labels {
+		if l == "" || len([]rune(l)) > maxLabel || l != events.CleanTitle(l) {
+			return fmt.Errorf("%w: label %q: want 1 to %d visible characters on one line", ErrOpenRefused, l, maxLabel)
+		}
+	}
+	if st, err := os.Stat(r.Worktree); err != nil || !st.IsDir() {
+		return fmt.Errorf("%w: worktree %s is not a directory", ErrOpenRefused, r.Worktree)
+	}
+	return nil
+}
+
+// openFacts are what the mirror and GitHub say about a request to open.
+type openFacts struct {
+	// Base is the base branch's head and Result the branch's head as the
+	// mirror took it in from the worktree; NewCommits counts Result's
+	// commits Base lacks.
+	Base, Result string
+	NewCommits   int
+	// Remote is the branch's head on GitHub ("" when absent), and
+	// RemoteBehind whether Result descends from it (a fast-forward).
+	Remote       string
+	RemoteBehind bool
+	// Existing is the open PR of the branch into the base, if any.
+	Existing *openPR
+}
+
+// openPR is an open pull request as far as planning needs it.
+type openPR struct {
+	Number int
+	Head   string
+}
+
+// openKind is what to do about a request to open.
+type openKind int
+
+const (
+	openRefuse openKind = iota
+	// openCreate opens the PR (after the push, when push is set).
+	openCreate
+	// openAnnounce announces the PR that is open already (after pushing
+	// the new commits, when push is set).
+	openAnnounce
+)
+
+// openPlan is planOpen's answer.
+type openPlan struct {
+	kind openKind
+	push bool
+	why  string
+}
+
+// planOpen decides what to do about a request to open a pull request,
+// given what the mirror and GitHub say. It is pure. prloop never
+// force-pushes: a branch on GitHub with commits the worktree's lacks is
+// refused, as is a branch with nothing to merge. A PR already open for
+// the branch is announced, not opened twice.
+func planOpen(req OpenRequest, base string, f openFacts) openPlan {
+	switch {
+	case req.Branch == base:
+		return openPlan{kind: openRefuse, why: fmt.Sprintf("branch %q is the base branch", req.Branch)}
+	case f.NewCommits == 0:
+		return openPlan{kind: openRefuse, why: fmt.Sprintf("branch %q has no commits that %s lacks", req.Branch, base)}
+	case f.Remote != "" && f.Remote != f.Result && !f.RemoteBehind:
+		return openPlan{kind: openRefuse, why: fmt.Sprintf("branch %q on GitHub is at %s, which the worktree's %s does not descend from; prloop does not force-push",
+			req.Branch, ghref.ShortSHA(f.Remote), ghref.ShortSHA(f.Result))}
+	}
+	push := f.Remote != f.Result
+	if f.Existing != nil {
+		return openPlan{kind: openAnnounce, push: push}
+	}
+	return openPlan{kind: openCreate, push: push}
+}
+
+// openTitle is the PR's title and body: the request's, or else the last
+// commit's subject and body (as the mirror holds it, never the worktree's
+// word), cleaned and bounded; the branch name when nothing else is left.
+func openTitle(req OpenRequest, subject, body string) (string, string) {
+	title := events.CleanTitle(req.Title)
+	text := req.Body
+	if title == "" {
+		title = events.CleanTitle(subject)
+		if text == "" {
+			text = body
+		}
+	}
+	if title == "" {
+		title = events.CleanTitle(req.Branch)
+	}
+	return title, cleanBody(text)
+}
+
+// cleanBody makes a PR body fit to post: invisible characters out,
+// newlines normalised, at most events.MaxBody bytes.
+func cleanBody(s string) string {
+	s = strings.ReplaceAll(s, "\r\n", "\n")
+	s = strings.ReplaceAll(s, "\r", "\n")
+	return Truncate(strings.TrimSpace(stripInvisible(s)), events.MaxBody)
+}
+
+// openKey names a request to open in the bucket and the mirror: the
+// repository and a digest of the branch (branch names are case-sensitive
+// and may hold what a key may not).
+func openKey(repo ghref.Repo, branch string) string {
+	sum := sha256.Sum256([]byte(branch))
+	return "open." + events.EncodeToken(repo.Owner) + "." + events.EncodeToken(repo.Name) + "." + hex.EncodeToString(sum[:8])
+}
+
+// Open carries out a request to open a pull request, holding the lease of
+// its repository and branch: it takes the branch's commits into the
+// mirror, pushes them (checked as a fix's are), opens the PR or finds it
+// open, adds the labels, and publishes PRCreated. A repeat finds the PR
+// and publishes the same event, which JetStream drops. It returns an
+// error wrapping ErrOpenRefused (permanent) for a request it refuses, and
+// other errors to be retried.
+func (s *Service) Open(ctx context.Context, req OpenRequest) (ghref.PR, error) {
+	log := s.d.Log.With("repo", req.Repo.String(), "branch", req.Branch)
+	if err := req.check(); err != nil {
+		return ghref.PR{}, err
+	}
+	key := openKey(req.Repo, req.Branch)
+	lease, err := kvlease.Acquire(ctx, s.d.KV, leasePrefix+key, s.d.Holder, kvlease.Options{TTL: s.cfg.LeaseTTL, Note: "open " + req.Branch, Log: log})
+	if err != nil {
+		return ghref.PR{}, fmt.Errorf("open %s in %s: %w", req.Branch, req.Repo, err)
+	}
+	actx, release := lease.Hold(ctx)
+	pr, err := s.open(actx, req, key, lease, log)
+	cause := context.Cause(actx)
+	release()
+	if err != nil && cause != nil {
+		return pr, fmt.Errorf("open %s in %s interrupted: %w", req.Branch, req.Repo, cause)
+	}
+	return pr, err
+}
+
+func (s *Service) open(ctx context.Context, req OpenRequest, key string, lease *kvlease.Lease, log *slog.Logger) (ghref.PR, error) {
+	fence := func() error {
+		fctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/4)
+		defer cancel()
+		return lease.Renew(fctx)
+	}
+	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	repo, err := s.d.GitHub.GetRepo(actx, req.Repo)
+	cancel()
+	if errors.Is(err, github.ErrNotFound) {
+		return ghref.PR{}, fmt.Errorf("%w: repository %s: %w", ErrOpenRefused, req.Repo, err)
+	} else if err != nil {
+		return ghref.PR{}, err
+	}
+	base := req.Base
+	if base == "" {
+		base = repo.GetDefaultBranch()
+	}
+	if base == "" {
+		base = "main"
+	}
+	remote := repo.GetCloneURL()
+	if err := checkRemote(remote); err != nil {
+		return ghref.PR{}, fmt.Errorf("%w: %w", ErrOpenRefused, err)
+	}
+
+	tok, err := s.d.GitHub.GitToken(ctx)
+	if err != nil {
+		return ghref.PR{}, err
+	}
+	g := *s.git
+	g.Env = SafeEnv(s.d.Environ(), tok.Reveal())
+	var git openGit = &g
+	dir := filepath.Join(s.worksDir, strings.ToLower(req.Repo.Owner), strings.ToLower(req.Repo.Name))
+	wt := Worktree{
+		Dir: req.Worktree, Remote: remote, Branch: req.Branch, Mirror: filepath.Join(dir, "mirror.git"),
+		Out: filepath.Join(dir, key+".d"), RefPrefix: "refs/prloop/" + key,
+	}
+	if err := g.checkBranch(ctx, req.Branch); err != nil {
+		return ghref.PR{}, fmt.Errorf("%w: %w", ErrOpenRefused, err)
+	}
+	defer func() {
+		_ = git.DropRefs(context.WithoutCancel(ctx), wt)
+		_ = os.RemoveAll(wt.Out)
+	}()
+
+	var f openFacts
+	if f.Base, err = git.SyncBase(ctx, wt, base); err != nil {
+		if errors.Is(err, ErrUnusable) {
+			return ghref.PR{}, fmt.Errorf("%w: %w", ErrOpenRefused, err)
+		}
+		return ghref.PR{}, fmt.Errorf("fetch base %s of %s: %w", base, req.Repo, err)
+	}
+	if f.Remote, err = git.SyncBranch(ctx, wt); err != nil {
+		return ghref.PR{}, fmt.Errorf("fetch branch %s of %s: %w", req.Branch, req.Repo, err)
+	}
+	if f.Result, err = git.ExportBranch(ctx, wt, f.Base); err != nil {
+		// The worktree is the agent's: a branch it lacks, a bundle over the
+		// bound or objects that fail fsck do not get better by waiting.
+		return ghref.PR{}, fmt.Errorf("%w: take branch %s from %s: %w", ErrOpenRefused, req.Branch, req.Worktree, err)
+	}
+	if f.NewCommits, err = git.CountCommits(ctx, wt, f.Base, f.Result); err != nil {
+		return ghref.PR{}, err
+	}
+	if f.Remote != "" {
+		if f.RemoteBehind, err = git.IsAncestor(ctx, wt, f.Remote, f.Result); err != nil {
+			return ghref.PR{}, err
+		}
+	}
+	actx, cancel = context.WithTimeout(ctx, apiTimeout)
+	existing, err := s.d.GitHub.FindOpenPull(actx, req.Repo, req.Branch, base)
+	cancel()
+	if err != nil {
+		return ghref.PR{}, err
+	}
+	if existing != nil {
+		f.Existing = &openPR{Number: existing.GetNumber(), Head: existing.GetHead().GetSHA()}
+	}
+
+	plan := planOpen(req, base, f)
+	if plan.kind == openRefuse {
+		return ghref.PR{}, fmt.Errorf("%w: %s", ErrOpenRefused, plan.why)
+	}
+	if plan.push {
+		start, err := git.MergeBase(ctx, wt, f.Base, f.Result)
+		if err != nil {
+			return ghref.PR{}, err
+		}
+		if err := git.Inspect(ctx, wt, start, f.Result, s.cfg.AgentMaxCommits, s.cfg.AgentMayEditWorkflows); err != nil {
+			if errors.Is(err, ErrRefused) {
+				return ghref.PR{}, fmt.Errorf("%w: %w", ErrOpenRefused, err)
+			}
+			return ghref.PR{}, err
+		}
+		if err := fence(); err != nil {
+			return ghref.PR{}, err
+		}
+		if err := git.Push(ctx, wt, f.Result); err != nil {
+			return ghref.PR{}, fmt.Errorf("push %s to %s: %w", req.Branch, req.Repo, err)
+		}
+		log.Info("pushed the branch", "head", ghref.EventSHA(f.Result), "commits", f.NewCommits)
+	}
+
+	pull := existing
+	if plan.kind == openCreate {
+		subject, body, err := git.CommitMessage(ctx, wt, f.Result)
+		if err != nil {
+			return ghref.PR{}, err
+		}
+		title, text := openTitle(req, subject, body)
+		if err := fence(); err != nil {
+			return ghref.PR{}, err
+		}
+		actx, cancel = context.WithTimeout(ctx, apiTimeout)
+		pull, err = s.d.GitHub.CreatePull(actx, req.Repo, github.PullInput{Title: title, Head: req.Branch, Base: base, Body: text, Draft: req.Draft})
+		cancel()
+		if github.PullExists(err) {
+			// Opened meanwhile (or by a create whose answer was lost).
+			actx, cancel = context.WithTimeout(ctx, apiTimeout)
+			pull, err = s.d.GitHub.FindOpenPull(actx, req.Repo, req.Branch, base)
+			cancel()
+			if err == nil && pull == nil {
+				err = fmt.Errorf("GitHub says a pull request of %s exists but lists none open", req.Branch)
+			}
+			plan.kind = openAnnounce
+		}
+		if err != nil {
+			if errors.Is(err, github.ErrValidation) {
+				return ghref.PR{}, fmt.Errorf("%w: %w", ErrOpenRefused, err)
+			}
+			return ghref.PR{}, err
+		}
+	}
+	pr := ghref.PR{Owner: req.Repo.Owner, Repo: req.Repo.Name, Number: pull.GetNumber(), URL: pull.GetHTMLURL()}
+	if err := pr.Validate(); err != nil {
+		return ghref.PR{}, fmt.Errorf("pull request of %s: %w", req.Branch, err)
+	}
+	if len(req.Labels) > 0 {
+		actx, cancel = context.WithTimeout(ctx, apiTimeout)
+		_, err := s.d.GitHub.AddLabels(actx, pr, req.Labels...)
+		cancel()
+		if err != nil {
+			return pr, err
+		}
+	}
+	if err := fence(); err != nil {
+		return pr, err
+	}
+	_, dup, err := s.emit.Emit(ctx, &events.Created{
+		Base:       events.Base{PR: pr, HeadSHA: f.Result, Title: events.CleanTitle(pull.GetTitle())},
+		BaseBranch: base, Branch: req.Branch, Worktree: req.Worktree, ContextPath: req.ContextPath,
+		Actor: Name, Existing: plan.kind == openAnnounce,
+	}, ghref.EventSHA(f.Result))
+	if err != nil {
+		return pr, err
+	}
+	log.Info("pull request open", "pr", pr.String(), "head", ghref.EventSHA(f.Result), "existing", plan.kind == openAnnounce, "duplicate", dup)
+	return pr, nil
+}
+
+// handleOpen adapts a delivered PRCreateRequested to Open: a refusal is
+// permanent (dead-lettered with its reason), anything else retried.
+func (s *Service) handleOpen(ctx context.Context, d *events.CreateRequested) error {
+	_, err := s.Open(ctx, openRequestOf(d))
+	if errors.Is(err, ErrOpenRefused) {
+		s.d.Log.Warn("request to open a pull request refused", "repo", d.PR.RepoRef().String(), "branch", d.Branch, "err", err)
+		return events.Permanent(err)
+	}
+	return err
+}
