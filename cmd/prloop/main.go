@@ -24,6 +24,8 @@ Usage:
   prloop demo         play the whole loop locally: no token, no network
   prloop run          run all four services in one process (embedded NATS
                       in $PRLOOP_DATA_DIR unless $PRLOOP_NATS_URL is set)
+  prloop open REPO    ask a running prloop to push a worktree's branch, open
+                      its PR in owner/repo and watch it (-worktree PATH)
   prloop watch PR     ask a running prloop to watch owner/repo#N
   prloop status       a table of the PRs prloop knows (-json for JSON, -watch)
   prloop explain PR   why owner/repo#N is not merged yet, and what unblocks it
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDLQ(ctx, args[1:], stdout, stderr)
 	case "watch":
 		return runWatch(ctx, args[1:], stdout, stderr)
+	case "open":
+		return runOpen(ctx, args[1:], stdout, stderr)
 	case "ghsim":
 		return runGHSim(ctx, args[1:], stdout, stderr)
 	case "emit-test":

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/gitx"
+	"github.com/prloop/prloop/pkg/natsx"
+)
+
+const openUsage = `Usage: prloop open owner/repo -worktree PATH [-branch B] [-base BRANCH] [-title T] [-body-file F] [-draft] [-label L ...] [-context PATH]
+
+Asks a running prloop (at $PRLOOP_NATS_URL, default %s) to push a branch
+of a worktree and open its pull request, then watch it: it publishes a
+PRCreateRequested event. The branch defaults to the worktree's current
+branch, the base to the repository's default branch, the title and body to
+the last commit's subject and body. prloop pushes from its own mirror; the
+worktree needs no credentials.
+
+`
+
+// maxOpenLabels and maxOpenLabel bound -label (the feedback service
+// refuses more).
+const (
+	maxOpenLabels = 20
+	maxOpenLabel  = 50
+)
+
+func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	d, err := parseOpen(ctx, args, stderr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := natsx.Connect(ctx, cliNATS())
+	if err != nil {
+		return fmt.Errorf("%w (start prloop with 'prloop run' first, or point PRLOOP_NATS_URL at its NATS)", err)
+	}
+	defer conn.Close(context.Background())
+	e, dup, err := events.NewEmitter(conn.JS, events.PublisherCLI).Emit(ctx, d, d.Branch, ghref.EventSHA(d.HeadSHA))
+	if err != nil {
+		return withCredsHint(err, conn)
+	}
+	base := d.BaseBranch
+	if base == "" {
+		base = "the default branch"
+	}
+	if dup {
+		fmt.Fprintf(stdout, "already requested: %s %s at %s → %s\n", d.PR.RepoRef(), d.Branch, ghref.ShortSHA(d.HeadSHA), base)
+		return nil
+	}
+	fmt.Fprintf(stdout, "open requested: %s %s at %s → %s (event %s); 'prloop events -pr %s#N' follows it once PRCreated names it\n",
+		d.PR.RepoRef(), d.Branch, ghref.ShortSHA(d.HeadSHA), base, e.ID(), d.PR.RepoRef())
+	return nil
+}
+
+// parseOpen parses and checks prloop open's arguments into the request,
+// reading the branch and its head from the worktree's git.
+func parseOpen(ctx context.Context, args []string, stderr io.Writer) (*events.CreateRequested, error) {
+	fs := flag.NewFlagSet("prloop open", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	worktree := fs.String("worktree", "", "the local checkout holding the branch (required)")
+	branch := fs.String("branch", "", "the branch to push and open (default: the worktree's current branch)")
+	base := fs.String("base", "", "the branch to merge into (default: the repository's default branch)")
+	title := fs.String("title", "", "the PR's title (default: the last commit's subject)")
+	bodyFile := fs.String("body-file", "", "a file holding the PR's body (default: the last commit's body when there is no -title)")
+	draft := fs.Bool("draft", false, "open the PR as a draft")
+	contextPath := fs.String("context", "", "spec or plan material for the agent's prompt in later fixes (e.g. .specify/)")
+	var labels []string
+	fs.Func("label", "a label to add to the PR (repeatable)", func(s string) error {
+		labels = append(labels, s)
+		return nil
+	})
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, openUsage, defaultNATSURL)
+		fs.PrintDefaults()
+	}
+	var positional []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			positional = append(positional, args[0])
+			args = args[1:]
+		}
+	}
+	if len(positional) != 1 {
+		fs.Usage()
+		return nil, fmt.Errorf("%w: prloop open takes one repository (owner/repo), got %d", errUsage, len(positional))
+	}
+	repo, err := ghref.ParseRepo(positional[0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if *worktree == "" {
+		return nil, fmt.Errorf("%w: -worktree is required: the checkout holding the branch", errUsage)
+	}
+	for _, p := range []*string{worktree, contextPath} {
+		if *p != "" {
+			abs, err := filepath.Abs(*p)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", errUsage, err)
+			}
+			*p = abs
+		}
+	}
+	if st, err := os.Stat(*worktree); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("%w: -worktree %s is not a directory", errUsage, *worktree)
+	}
+
+	g := worktreeReader{dir: *worktree}
+	if _, err := g.run(ctx, "rev-parse", "--git-dir"); err != nil {
+		return nil, fmt.Errorf("%w: -worktree %s is not a git checkout", errUsage, *worktree)
+	}
+	if *branch == "" {
+		b, err := g.run(ctx, "symbolic-ref", "--quiet", "--short", "HEAD")
+		if err != nil || b == "" {
+			return nil, fmt.Errorf("%w: the worktree %s is on a detached HEAD: check out a branch or name one with -branch", errUsage, *worktree)
+		}
+		*branch = b
+	}
+	if err := g.checkBranch(ctx, "-branch", *branch); err != nil {
+		return nil, err
+	}
+	if *base != "" {
+		if err := g.checkBranch(ctx, "-base", *base); err != nil {
+			return nil, err
+		}
+		if *base == *branch {
+			return nil, fmt.Errorf("%w: the branch %q is the base: a pull request needs a branch of its own", errUsage, *branch)
+		}
+	}
+	head, err := g.run(ctx, "rev-parse", "--verify", "--quiet", "refs/heads/"+*branch+"^{commit}")
+	if err != nil || head == "" {
+		return nil, fmt.Errorf("%w: the worktree %s has no branch %q", errUsage, *worktree, *branch)
+	}
+
+	d := &events.CreateRequested{
+		Base:     events.Base{PR: repo.PR(events.CreateRequestedNumber), HeadSHA: head, Title: events.CleanTitle(*title)},
+		Worktree: *worktree, Branch: *branch, BaseBranch: *base, Draft: *draft, ContextPath: *contextPath, Actor: "cli",
+	}
+	if *title != "" && d.Title == "" {
+		return nil, fmt.Errorf("%w: -title has no visible characters", errUsage)
+	}
+	if *bodyFile != "" {
+		b, err := os.ReadFile(*bodyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: -body-file: %v", errUsage, err)
+		}
+		if len(b) > events.MaxBody {
+			return nil, fmt.Errorf("%w: -body-file %s has %d bytes, at most %d", errUsage, *bodyFile, len(b), events.MaxBody)
+		}
+		d.Body = strings.ToValidUTF8(string(b), "")
+	}
+	if len(labels) > maxOpenLabels {
+		return nil, fmt.Errorf("%w: %d labels, at most %d", errUsage, len(labels), maxOpenLabels)
+	}
+	for _, l := range labels {
+		if l == "" || len([]rune(l)) > maxOpenLabel || events.CleanTitle(l) != l {
+			return nil, fmt.Errorf("%w: -label %q: want 1 to %d visible characters on one line", errUsage, l, maxOpenLabel)
+		}
+	}
+	d.Labels = labels
+	return d, nil
+}
+
+// worktreeReader reads a worktree with prloop's hardened git (pkg/gitx):
+// system and global configuration ignored, hooks and fsmonitor off, no
+// credentials, and only local commands, so that a worktree's config (the
+// coding agent's to write) cannot make the operator's git run anything.
+type worktreeReader struct{ dir string }
+
+func (w worktreeReader) run(ctx context.Context, args ...string) (string, error) {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GIT_") {
+			env = append(env, kv) // GIT_DIR and friends would point elsewhere
+		}
+	}
+	r := &gitx.Runner{Env: env}
+	return r.Run(ctx, gitx.Cmd{Args: args, Dir: w.dir})
+}
+
+// checkBranch refuses a branch name git would take for an option or
+// reject as a branch.
+func (w worktreeReader) checkBranch(ctx context.Context, flagName, b string) error {
+	if b == "" || strings.HasPrefix(b, "-") {
+		return fmt.Errorf("%w: %s %q is not a branch name", errUsage, flagName, b)
+	}
+	if _, err := w.run(ctx, "check-ref-format", "refs/heads/"+b); err != nil {
+		var ge *gitx.Error
+		if errors.As(err, &ge) {
+			return fmt.Errorf("%w: %s %q is not a valid branch name", errUsage, flagName, b)
+		}
+		return err
+	}
+	return nil
+}
