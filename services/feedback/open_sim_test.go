@@ -1,0 +1,150 @@
+package feedback_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/services/feedback"
+)
+
+// envWrapper is a git that logs, one line per call, where it ran, its
+// arguments, and whether its environment held the token in any form.
+func envWrapper(t *testing.T) (bin, log string) {
+	t.Helper()
+	real, err := exec.LookPath("git")
+	require.NoError(t, err)
+	// The log's own directory: the sandboxed git commands write it too.
+	bin, log = filepath.Join(t.TempDir(), "git"), filepath.Join(t.TempDir(), "calls.log")
+	script := `#!/bin/sh
+secret=no
+if env | grep -q -e '` + tokPrloop + `' -e '` + basicHeader + `'; then secret=yes; fi
+printf '%s | secret=%s | args:%s\n' "$(pwd)" "$secret" "$(printf ' %s' "$@")" >>'` + log + `'
+exec '` + real + `' "$@"
+`
+	require.NoError(t, os.WriteFile(bin, []byte(script), 0o755))
+	return bin, log
+}
+
+// agentClone makes the agent's worktree: a plain clone of the simulator's
+// repository, without credentials, on a new branch with one commit.
+func agentClone(t *testing.T, e *env, branch, message string) (string, string) {
+	t.Helper()
+	wt := filepath.Join(t.TempDir(), "wt")
+	git := func(args ...string) string {
+		cmd := exec.Command("git", args...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_AUTHOR_NAME=agent", "GIT_AUTHOR_EMAIL=a@example.com",
+			"GIT_COMMITTER_NAME=agent", "GIT_COMMITTER_EMAIL=a@example.com")
+		cmd.Dir = filepath.Dir(wt)
+		if _, err := os.Stat(wt); err == nil {
+			cmd.Dir = wt
+		}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+		return strings.TrimSpace(string(out))
+	}
+	git("clone", "--quiet", e.sim.GitDir(e.repo), wt)
+	git("checkout", "--quiet", "-b", branch)
+	if message != "" {
+		require.NoError(t, os.WriteFile(filepath.Join(wt, "open.go"), []byte("package main\n\n// opened\n"), 0o644))
+		git("add", "open.go")
+		git("commit", "--quiet", "-m", message)
+	}
+	return wt, git("rev-parse", "HEAD")
+}
+
+// TestOpen_PushesFromTheMirrorOnly: the feedback service opens a PR for a
+// branch of the agent's worktree. Every git command in the worktree runs
+// without the token in its environment (prloop's own environment has it
+// in several forms); only the mirror's commands that talk to GitHub get
+// it. A repeat opens nothing new, and a branch with nothing to merge is
+// refused into the dead letters.
+func TestOpen_PushesFromTheMirrorOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.gitBin, e.gitLog = envWrapper(t)
+	e.start("a", e.config("noop.sh", func(c *feedback.Config) {
+		c.AgentWritablePaths = append(c.AgentWritablePaths, filepath.Dir(e.gitLog))
+	}))
+	wt, head := agentClone(t, e, "feature/open", "Open the door\n\nIt was closed.")
+	repo0 := e.repo.PR(events.CreateRequestedNumber)
+	ask := func(parts ...string) {
+		_, _, err := e.emit.Emit(t.Context(), &events.CreateRequested{
+			Base: events.Base{PR: repo0, HeadSHA: head}, Worktree: wt, Branch: "feature/open", Labels: []string{"agent"},
+		}, parts...)
+		require.NoError(t, err)
+	}
+	ask("1")
+	var pr ghref.PR
+	require.Eventually(t, func() bool {
+		for _, r := range e.rec.All() {
+			if c, ok := r.Data.(*events.Created); ok {
+				pr = c.PR
+				return true
+			}
+		}
+		return false
+	}, waitFor, 20*time.Millisecond)
+	created := e.rec.Wait(t, pr, events.TypeCreated, waitFor).Data.(*events.Created)
+	assert.Equal(t, head, created.HeadSHA)
+	assert.False(t, created.Existing)
+	info, err := e.sim.PRInfo(pr)
+	require.NoError(t, err)
+	assert.Equal(t, "Open the door", info.Title)
+	assert.Equal(t, "It was closed.", info.Body)
+	assert.Equal(t, []string{"agent"}, info.Labels)
+
+	ask("2") // a repeat JetStream does not drop
+	e.consumerSettled()
+	prs, err := e.client.ListPulls(t.Context(), e.repo, "all")
+	require.NoError(t, err)
+	n := 0
+	for _, p := range prs {
+		if p.GetHead().GetRef() == "feature/open" {
+			n++
+		}
+	}
+	assert.Equal(t, 1, n, "one PR for the branch")
+
+	// Nothing to merge: refused, with the reason, into the dead letters.
+	same, _ := agentClone(t, e, "feature/empty", "")
+	_, _, err = e.emit.Emit(t.Context(), &events.CreateRequested{Base: events.Base{PR: repo0}, Worktree: same, Branch: "feature/empty"}, "3")
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := events.CountDeadLetters(context.Background(), e.conn.JS, feedback.Name)
+		return err == nil && n == 1
+	}, waitFor, 20*time.Millisecond, "the empty branch was not refused")
+	assert.Contains(t, e.logs.String(), `has no commits that main lacks`)
+
+	b, err := os.ReadFile(e.gitLog)
+	require.NoError(t, err)
+	pushes, inWorktree := 0, 0
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		dirPart, rest, _ := strings.Cut(line, " | ")
+		switch {
+		case strings.HasPrefix(dirPart, filepath.Dir(wt)) || strings.HasPrefix(dirPart, filepath.Dir(same)):
+			inWorktree++
+			assert.Contains(t, rest, "secret=no", "a git command in the worktree had the token: %s", line)
+		case strings.Contains(rest, "secret=yes"):
+			// Only the mirror's commands that talk to GitHub get it.
+			assert.Contains(t, rest, "--git-dir=", "the token outside the mirror: %s", line)
+			assert.Regexp(t, `args: --git-dir=\S+ (fetch|ls-remote|push) .*http://`, rest, "the token in a local command: %s", line)
+			if strings.Contains(rest, " push ") {
+				pushes++
+			}
+		}
+		assert.NotContains(t, rest, tokPrloop, "the token in an argument: %s", line)
+	}
+	assert.Equal(t, 1, pushes, "one push")
+	assert.GreaterOrEqual(t, inWorktree, 3, "the worktree's git commands were seen: rev-parse, fetch from the mirror, bundle")
+	assert.NotContains(t, e.logs.String(), tokPrloop)
+}
