@@ -20,6 +20,9 @@
 // a resume discards what an interrupted run left in the worktree and pushes
 // only the work of a run that ended normally.
 //
+// It also opens pull requests (PRCreateRequested, open.go): it pushes a
+// worktree's branch from its mirror, opens the PR and publishes PRCreated.
+//
 // The agent gets no GitHub credential: it may commit and try to push, and
 // prloop pushes on its behalf with the token in its own git's environment.
 package feedback
