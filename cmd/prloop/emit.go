@@ -77,9 +77,9 @@ func emitTest(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := natsx.Connect(ctx, cliNATS())
+	conn, err := connectCLI(ctx)
 	if err != nil {
-		return fmt.Errorf("%w (start prloop with 'prloop run' first, or point PRLOOP_NATS_URL at its NATS)", err)
+		return err
 	}
 	defer conn.Close(context.Background())
 

@@ -14,7 +14,6 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/gitx"
-	"github.com/prloop/prloop/pkg/natsx"
 )
 
 const openUsage = `Usage: prloop open owner/repo -worktree PATH [-branch B] [-base BRANCH] [-title T] [-body-file F] [-draft] [-label L ...] [-context PATH]
@@ -42,9 +41,9 @@ func runOpen(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := natsx.Connect(ctx, cliNATS())
+	conn, err := connectCLI(ctx)
 	if err != nil {
-		return fmt.Errorf("%w (start prloop with 'prloop run' first, or point PRLOOP_NATS_URL at its NATS)", err)
+		return err
 	}
 	defer conn.Close(context.Background())
 	e, dup, err := events.NewEmitter(conn.JS, events.PublisherCLI).Emit(ctx, d, d.Branch, ghref.EventSHA(d.HeadSHA))
@@ -85,16 +84,9 @@ func parseOpen(ctx context.Context, args []string, stderr io.Writer) (*events.Cr
 		fmt.Fprintf(stderr, openUsage, defaultNATSURL)
 		fs.PrintDefaults()
 	}
-	var positional []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			positional = append(positional, args[0])
-			args = args[1:]
-		}
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return nil, err
 	}
 	if len(positional) != 1 {
 		fs.Usage()

@@ -11,7 +11,6 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
-	"github.com/prloop/prloop/pkg/natsx"
 )
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -44,9 +43,9 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	conn, err := natsx.Connect(ctx, cliNATS())
+	conn, err := connectCLI(ctx)
 	if err != nil {
-		return fmt.Errorf("%w (start prloop with 'prloop run' first, or point PRLOOP_NATS_URL at its NATS)", err)
+		return err
 	}
 	defer conn.Close(context.Background())
 	d := &events.WatchRequested{Base: events.Base{PR: pr}, Worktree: *worktree, ContextPath: *contextPath, Actor: "cli"}
@@ -65,16 +64,9 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // parsePRArg parses a command's flags, before or after its one PR argument
 // (owner/repo#N or a URL), and the PR.
 func parsePRArg(fs *flag.FlagSet, args []string) (ghref.PR, error) {
-	var positional []string
-	for len(args) > 0 {
-		if err := fs.Parse(args); err != nil {
-			return ghref.PR{}, err
-		}
-		args = fs.Args()
-		if len(args) > 0 {
-			positional = append(positional, args[0])
-			args = args[1:]
-		}
+	positional, err := parseInterspersed(fs, args)
+	if err != nil {
+		return ghref.PR{}, err
 	}
 	if len(positional) != 1 {
 		fs.Usage()
@@ -85,4 +77,21 @@ func parsePRArg(fs *flag.FlagSet, args []string) (ghref.PR, error) {
 		return ghref.PR{}, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return pr, nil
+}
+
+// parseInterspersed parses a command's flags wherever they stand among its
+// positional arguments, and returns those.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for len(args) > 0 {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) > 0 {
+			positional = append(positional, args[0])
+			args = args[1:]
+		}
+	}
+	return positional, nil
 }
