@@ -85,6 +85,12 @@ func (r *recorder) count(pr ghref.PR, t events.Type) int {
 	return n
 }
 
+// ended reports whether the PR was merged or closed: nothing more
+// happens to it on GitHub.
+func (r *recorder) ended(pr ghref.PR) bool {
+	return r.count(pr, events.TypeMerged) > 0 || r.count(pr, events.TypeClosed) > 0
+}
+
 // terminal returns the PR's first terminal event type, or "".
 func (r *recorder) terminal(pr ghref.PR) events.Type {
 	for _, e := range r.of(pr) {

@@ -277,7 +277,7 @@ func (w *world) startServices(bins map[string]string) {
 				"PRLOOP_GITHUB_API_URL=" + w.simURL, "GITHUB_TOKEN=" + w.token, "PRLOOP_GITHUB_LOGIN=" + botLogin,
 				"PRLOOP_GITHUB_REQUEST_TIMEOUT=5s", "PRLOOP_GITHUB_MAX_RATE_LIMIT_WAIT=1m",
 				"PRLOOP_REPOS=" + strings.Join(w.repoNames(), ","), "PRLOOP_POLL_INTERVAL=1s",
-				"PRLOOP_REVIEW_TIMEOUT=" + reviewTimeout.String(), "PRLOOP_MAX_FIX_CYCLES=2",
+				"PRLOOP_REVIEW_TIMEOUT=" + w.o.reviewTimeout().String(), "PRLOOP_MAX_FIX_CYCLES=2",
 				"PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_LOG_FORMAT=json", "PRLOOP_SHUTDOWN_GRACE=3s",
 				"PRLOOP_DATA_DIR=" + filepath.Join(w.dir, "data", name),
 				"PRLOOP_AGENT_CMD=RECORD_DIR=" + records + " sh " + filepath.Join(agentDir, "agent.sh"),

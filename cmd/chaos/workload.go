@@ -12,8 +12,16 @@ import (
 )
 
 // reviewTimeout is the services' PRLOOP_REVIEW_TIMEOUT: long enough for a
-// reviewer who acts within seconds, short enough for a run.
-const reviewTimeout = 60 * time.Second
+// reviewer who acts within seconds and for a fix cycle or two, short enough
+// for a run. It counts from when watching began, so under a long run's
+// load (200 PRs on 2 cores) a minute timed out every fix-cycle lifecycle
+// before its approval, and the long run never took a fix to a merge.
+func (o options) reviewTimeout() time.Duration {
+	if o.short {
+		return 60 * time.Second
+	}
+	return 3 * time.Minute
+}
 
 // scenario is what the reviewers and the humans do with one PR.
 type scenario int
@@ -186,7 +194,7 @@ func (w *world) drive(ctx context.Context, l *lifecycle) {
 		pause()
 		w.approve(l)
 		pause()
-		w.ciUntilTerminal(ctx, l, "success")
+		go w.runCI(ctx, l, "success")
 	case conflict:
 		if _, err := w.sim.PushCommit(l.repo, "main", human, map[string]string{"shared.txt": fmt.Sprintf("changed on main against PR %d\n", l.n)}, "Conflicting change"); err != nil {
 			l.note("conflicting push: %v", err)
@@ -199,7 +207,7 @@ func (w *world) drive(ctx context.Context, l *lifecycle) {
 			l.note("ci failure: %v", err)
 		}
 		pause()
-		w.ciUntilTerminal(ctx, l, "success")
+		go w.runCI(ctx, l, "success")
 	case closedByHand:
 		if w.rng.intn(2) == 0 {
 			_, _ = w.sim.AddReaction(l.pr, reviewer, "eyes")
@@ -248,11 +256,15 @@ func (w *world) requestChanges(l *lifecycle, round int) {
 	l.mu.Unlock()
 }
 
-// ciUntilTerminal reports state for the ci context on every head the PR
-// gets (prloop's update-branch makes new ones) until it is terminal.
-func (w *world) ciUntilTerminal(ctx context.Context, l *lifecycle, state string) {
+// runCI reports state for the ci context on every head the PR gets
+// (prloop's update-branch makes new ones), as a real CI does, until the PR
+// is merged or closed or the workload ends. An escalation does not stop
+// it: an escalated PR may be approved again and queued, and a queue whose
+// first PR waits for checks nobody reports holds up every PR behind it
+// for PRLOOP_CHECKS_TIMEOUT.
+func (w *world) runCI(ctx context.Context, l *lifecycle, state string) {
 	last := ""
-	for ctx.Err() == nil && w.rec.terminal(l.pr) == "" {
+	for ctx.Err() == nil && !w.rec.ended(l.pr) {
 		if h := w.head(l); h != "" && h != last {
 			if err := w.sim.SetStatus(l.repo, h, "ci", state); err == nil {
 				last = h

@@ -80,11 +80,11 @@ type ConsumerConfig struct {
 	// AckWait is how long JetStream waits for an ack before redelivering.
 	// Default 30s; Consume heartbeats with InProgress every AckWait/3.
 	AckWait time.Duration
-	// MaxDeliver bounds the deliveries a handler sees before the message is
-	// dead-lettered. Default 6. Consume decides this itself: the server's
-	// consumer redelivers without limit (see EnsureConsumer), so a message
-	// whose dead-letter copy could not be stored comes back instead of
-	// being dropped.
+	// MaxDeliver bounds the deliveries a failing handler sees before the
+	// message is dead-lettered. Default 6. Consume decides this itself:
+	// the server's consumer redelivers without limit (see EnsureConsumer),
+	// so a message handed back at shutdown before its dead-letter copy was
+	// stored comes back instead of being dropped.
 	MaxDeliver int
 	// Backoff are the redelivery delays after a handler error, by delivery
 	// count; the last repeats. Default 1s, 5s, 30s, 2m, 5m.
@@ -101,6 +101,15 @@ type ConsumerConfig struct {
 	// Observer, if set, is told about every delivery and how its handling
 	// ended, so metrics can be attached without this package knowing them.
 	Observer ConsumeObserver
+	// MaxInterrupted bounds the deliveries past MaxDeliver that a message
+	// may get when earlier ones never finished: the handler's process
+	// died or was cut off (a kill, an eviction, a deploy) before it acked,
+	// nak'ed or dead-lettered the message. Past MaxDeliver+MaxInterrupted
+	// deliveries the message is dead-lettered without running the handler
+	// again, so that a message that kills its process cannot crash-loop
+	// the service; up to there, a process dying is not the message's
+	// fault. Default 3*MaxDeliver.
+	MaxInterrupted int
 	// MaxDefer bounds how long one delivery may wait for the retry time a
 	// handler's error names (see RetryAt). Default DefaultMaxDefer.
 	MaxDefer time.Duration
@@ -178,6 +187,9 @@ func (c ConsumerConfig) withDefaults() ConsumerConfig {
 	}
 	if c.MaxAckPending <= 0 {
 		c.MaxAckPending = max(64, 4*c.Concurrency)
+	}
+	if c.MaxInterrupted <= 0 {
+		c.MaxInterrupted = 3 * c.MaxDeliver
 	}
 	if c.MaxDefer <= 0 {
 		c.MaxDefer = DefaultMaxDefer
@@ -378,7 +390,7 @@ func handle(ctx, stopping context.Context, js Publisher, c ConsumerConfig, log *
 		if c.Observer != nil {
 			c.Observer.Delivered(c.Durable, "", delivered)
 		}
-		outcome := deadLetter(ctx, js, c, log, raw, delivered, err)
+		outcome := deadLetter(ctx, stopping, js, c, log, raw, delivered, err)
 		if c.Observer != nil {
 			c.Observer.Handled(c.Durable, "", outcome, 0)
 		}
@@ -389,13 +401,14 @@ func handle(ctx, stopping context.Context, js Publisher, c ConsumerConfig, log *
 	if c.Observer != nil {
 		c.Observer.Delivered(c.Durable, typ, delivered)
 	}
-	if delivered > uint64(c.MaxDeliver) {
-		// The handler had its MaxDeliver chances and none ended in an ack
-		// or a stored dead letter: the process died in the handler, or the
-		// dead-letter publish failed. Not running it again keeps a message
-		// that kills the process from crash-looping the service.
-		err = fmt.Errorf("not handled in %d deliveries (the handler crashed or hung, or its dead letter could not be stored)", c.MaxDeliver)
-		outcome := deadLetter(ctx, js, c, log, raw, delivered, err)
+	if limit := c.MaxDeliver + c.MaxInterrupted; delivered > uint64(limit) {
+		// Deliveries past MaxDeliver come only from handlers that never
+		// finished (a failing one is dead-lettered at MaxDeliver, and a
+		// dead letter is retried until stored): this many mean the
+		// message kills its process. Not running it again keeps it from
+		// crash-looping the service.
+		err = fmt.Errorf("not handled in %d deliveries (the handler's process died or hung in each)", limit)
+		outcome := deadLetter(ctx, stopping, js, c, log, raw, delivered, err)
 		if c.Observer != nil {
 			c.Observer.Handled(c.Durable, typ, outcome, 0)
 		}
@@ -455,7 +468,7 @@ func handle(ctx, stopping context.Context, js Publisher, c ConsumerConfig, log *
 			log.Warn("nak failed; the event will be redelivered after the ack wait", "err", nerr)
 		}
 	case IsPermanent(err) || delivered >= uint64(c.MaxDeliver):
-		outcome = deadLetter(ctx, js, c, log, raw, delivered, err)
+		outcome = deadLetter(ctx, stopping, js, c, log, raw, delivered, err)
 	default:
 		outcome = HandledRetry
 		delay := c.Backoff[min(int(delivered), len(c.Backoff))-1]
@@ -529,7 +542,7 @@ func heartbeat(m jetstream.Msg, every time.Duration) (stop func()) {
 // terminates it, and returns HandledDeadLetter. If the copy cannot be
 // stored, the message is nak'ed instead (it is never dropped without a
 // trace) and HandledRetry is returned.
-func deadLetter(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, delivered uint64, cause error) string {
+func deadLetter(ctx, stopping context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, delivered uint64, cause error) string {
 	m := nats.NewMsg(DLQSubject(c.Durable))
 	for k, v := range raw.Headers() {
 		// Nats-* headers are publish instructions (message id, expected
@@ -547,16 +560,28 @@ func deadLetter(ctx context.Context, js Publisher, c ConsumerConfig, log *slog.L
 	if md, err := raw.Metadata(); err == nil {
 		id = c.Durable + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
 	}
-	// Its own deadline: the handler's context may be cancelled by shutdown,
-	// and a dead letter worth storing is worth storing then too.
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if _, err := js.PublishMsg(pctx, m, jetstream.WithMsgID("dlq:"+id)); err != nil {
-		// The server redelivers without limit (EnsureConsumer), so this
-		// nak brings the message back even after MaxDeliver deliveries.
-		log.Error("dead-letter publish failed; leaving the message for redelivery", "err", err, "cause", cause)
-		_ = raw.NakWithDelay(c.Backoff[len(c.Backoff)-1])
-		return HandledRetry
+	// A failed publish is tried again, holding the message, until the
+	// copy is stored: the handler does not run again for a message it
+	// already gave up on. Only shutdown hands the message back (the
+	// server redelivers without limit, see EnsureConsumer).
+	stop := heartbeat(raw, c.AckWait/3)
+	defer stop()
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		// Each try has its own deadline: the handler's context may be
+		// cancelled by shutdown, and a dead letter worth storing is worth
+		// storing then too.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, err := js.PublishMsg(pctx, m, jetstream.WithMsgID("dlq:"+id))
+		cancel()
+		if err == nil {
+			break
+		}
+		log.Error("dead-letter publish failed; trying again", "err", err, "cause", cause, "retry_in", wait)
+		if ctxtime.Sleep(stopping, wait) != nil {
+			log.Warn("shutting down before the dead letter was stored; leaving the message for redelivery")
+			_ = raw.NakWithDelay(c.Backoff[0])
+			return HandledRetry
+		}
 	}
 	log.Error("event dead-lettered", "subject", raw.Subject(), "dlq", m.Subject, "delivered", delivered, "err", cause)
 	if err := raw.TermWithReason(cause.Error()); err != nil {

@@ -402,9 +402,8 @@ func (r *refusingDLQ) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetst
 }
 
 // TestConsume_DeadLetterPublishFailureKeepsTheMessage: when storing the
-// dead letter fails on the last delivery, the message comes back (the
-// server does not stop at MaxDeliver) until the dead letter is stored; the
-// handler is not run again past MaxDeliver.
+// dead letter fails, it is tried again, holding the message, until it is
+// stored; the handler is not run again for a message it gave up on.
 func TestConsume_DeadLetterPublishFailureKeepsTheMessage(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -416,8 +415,8 @@ func TestConsume_DeadLetterPublishFailureKeepsTheMessage(t *testing.T) {
 		calls      int32
 		deliveries string
 	}{
-		{name: "retries exhausted", refusals: 3, calls: 2, deliveries: "5"},
-		{name: "permanent error", permanent: true, refusals: 2, calls: 2, deliveries: "3"},
+		{name: "retries exhausted", refusals: 3, calls: 2, deliveries: "2"},
+		{name: "permanent error", permanent: true, refusals: 2, calls: 1, deliveries: "1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -447,7 +446,7 @@ func TestConsume_DeadLetterPublishFailureKeepsTheMessage(t *testing.T) {
 				info, err := cons.Info(t.Context())
 				return err == nil && info.NumAckPending == 0 && info.NumPending == 0
 			}, 10*time.Second, 10*time.Millisecond, "the message was terminated once stored")
-			assert.Equal(t, tc.calls, calls.Load(), "the handler ran only within MaxDeliver")
+			assert.Equal(t, tc.calls, calls.Load(), "the handler did not run again once it gave up")
 		})
 	}
 }
@@ -511,6 +510,70 @@ func TestConsume_KnownRetryTimeIsWaitedNotCounted(t *testing.T) {
 			n, err := events.CountDeadLetters(t.Context(), conn.JS, "limited")
 			require.NoError(t, err)
 			assert.Zero(t, n, "nothing dead-lettered")
+		})
+	}
+}
+
+// TestConsume_InterruptedDeliveriesAreNotTheMessagesFault: deliveries whose
+// process died in the handler (here: fetched and never answered) do not
+// dead-letter a message that then succeeds, up to MaxInterrupted past
+// MaxDeliver; past that the message is taken to kill its process and is
+// dead-lettered without running the handler (a chaos run killed the
+// escalator in the same escalation six times, and a good event went to
+// the dead letters).
+func TestConsume_InterruptedDeliveriesAreNotTheMessagesFault(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		died       int
+		deadLetter bool
+	}{
+		{name: "past MaxDeliver, within MaxInterrupted: handled", died: 4},
+		{name: "past MaxDeliver+MaxInterrupted: dead-lettered unrun", died: 5, deadLetter: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			conn := natstest.Start(t)
+			_, _, err := events.NewEmitter(conn.JS, "test").Emit(t.Context(), &events.ReviewApproved{Base: events.Base{PR: pr}, Status: events.StatusApproved}, "1")
+			require.NoError(t, err)
+			cfg := events.ConsumerConfig{
+				Durable: "killed", Types: []events.Type{events.TypeReviewApproved},
+				MaxDeliver: 2, MaxInterrupted: 3, AckWait: 200 * time.Millisecond, Backoff: []time.Duration{10 * time.Millisecond},
+			}
+			cons, err := events.EnsureConsumer(t.Context(), conn.JS, cfg)
+			require.NoError(t, err)
+			for i := range tc.died {
+				// A process that took the message and died: no answer, so
+				// the server redelivers it after AckWait.
+				m, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+				require.NoError(t, err, "delivery %d", i+1)
+				md, err := m.Metadata()
+				require.NoError(t, err)
+				require.Equal(t, uint64(i+1), md.NumDelivered)
+			}
+			var calls atomic.Int32
+			var delivered atomic.Uint64
+			runConsumer(t, conn.JS, cfg, func(_ context.Context, m *events.Msg) error {
+				calls.Add(1)
+				delivered.Store(m.Delivered)
+				return nil
+			})
+			if tc.deadLetter {
+				dlq := waitDLQ(t, conn.JS, "killed")
+				assert.Equal(t, "6", dlq.Header.Get(events.HeaderDLQDeliveries))
+				assert.Contains(t, dlq.Header.Get(events.HeaderDLQReason), "not handled in 5 deliveries")
+				assert.Zero(t, calls.Load(), "the handler is not run again")
+				return
+			}
+			require.Eventually(t, func() bool { return calls.Load() == 1 }, 15*time.Second, 10*time.Millisecond)
+			assert.Equal(t, uint64(tc.died+1), delivered.Load())
+			require.Eventually(t, func() bool {
+				info, err := cons.Info(t.Context())
+				return err == nil && info.NumAckPending == 0 && info.AckFloor.Stream == 1
+			}, 15*time.Second, 10*time.Millisecond, "acked")
+			n, err := events.CountDeadLetters(t.Context(), conn.JS, "killed")
+			require.NoError(t, err)
+			assert.Zero(t, n)
 		})
 	}
 }

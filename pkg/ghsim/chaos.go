@@ -76,13 +76,19 @@ type WriteRecord struct {
 	Status int
 	// Fault is the fault served with the request, 0 for none.
 	Fault FaultKind
+	// Unseen is true when the client cannot have seen the answer: it was
+	// lost (FaultLostAnswer), or the client had given up on the request
+	// (a write slowed past its request timeout) before the answer was
+	// written. Such a client cannot know the write happened, and may
+	// rightly send it again.
+	Unseen bool
 }
 
-func (s *Sim) recordWrite(c *reqCtx, status int, f *Fault) {
+func (s *Sim) recordWrite(c *reqCtx, status int, f *Fault, unseen bool) {
 	if c.r.Method == http.MethodGet || c.r.Method == http.MethodHead {
 		return
 	}
-	w := WriteRecord{Time: c.now, Method: c.r.Method, Path: c.r.URL.Path, Route: c.route, Status: status}
+	w := WriteRecord{Time: c.now, Method: c.r.Method, Path: c.r.URL.Path, Route: c.route, Status: status, Unseen: unseen}
 	if c.user != nil {
 		w.Login = c.user.login
 	}

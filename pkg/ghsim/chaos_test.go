@@ -75,16 +75,27 @@ func TestFaultRate_EachKindWhereGitHubShowsIt(t *testing.T) {
 				assert.Empty(t, writes, "reads are not writes")
 				return
 			}
-			lost := 0
+			lost, slow := 0, 0
 			for _, w := range writes {
 				assert.Equal(t, "alice", w.Login)
 				assert.Equal(t, "POST /repos/{owner}/{repo}/issues/{number}/comments", w.Route)
-				if w.Fault == ghsim.FaultLostAnswer {
+				switch w.Fault {
+				case ghsim.FaultLostAnswer:
 					lost++
 					assert.Equal(t, 201, w.Status, "the write happened")
+					assert.True(t, w.Unseen, "a lost answer is unseen")
+				case ghsim.FaultTimeout:
+					// Slowed by a second or more, past the client's 100 ms:
+					// done, but answered to nobody.
+					slow++
+					assert.Equal(t, 201, w.Status, "the slow write happened")
+					assert.True(t, w.Unseen, "the client had given up before the slow write's answer")
+				default:
+					assert.False(t, w.Unseen, "%s: answered at once", w.Fault)
 				}
 			}
 			assert.Equal(t, counts[ghsim.FaultLostAnswer], lost)
+			assert.Positive(t, slow, "no slow write drawn")
 		})
 	}
 }

@@ -404,7 +404,7 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, route string, h hand
 		}
 		if f != nil && f.Kind == FaultLostAnswer {
 			s.record(route, res.status, counted)
-			s.recordWrite(c, res.status, f)
+			s.recordWrite(c, res.status, f, true)
 			select {
 			case <-r.Context().Done():
 			case <-s.closed:
@@ -412,9 +412,10 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, route string, h hand
 			return // the work is done; its answer never arrives
 		}
 	}
-	// Recorded before writing, so a client that has its answer sees it in Stats.
+	// Recorded before writing, so a client that has its answer sees it in
+	// Stats. A client that gave up meanwhile never sees it.
 	s.record(route, res.status, counted)
-	s.recordWrite(c, res.status, f)
+	s.recordWrite(c, res.status, f, r.Context().Err() != nil)
 	s.log.Debug("ghsim request", "method", r.Method, "path", r.URL.Path, "route", route, "status", res.status, "counted", counted)
 	s.write(w, c, res, b)
 }

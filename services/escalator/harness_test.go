@@ -26,7 +26,8 @@ import (
 	"github.com/prloop/prloop/services/escalator"
 )
 
-const waitFor = 15 * time.Second
+// waitFor bounds each wait: it catches a hang, it times nothing.
+const waitFor = time.Minute
 
 // env is an escalator test world: embedded NATS, the GitHub simulator with
 // one open PR, the escalator's bucket and a recorder of every event.
