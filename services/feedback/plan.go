@@ -123,7 +123,12 @@ func plan(req Request, rec Record, pr snapshot, lim limits) action {
 		rec = Record{Key: req.Key(), EventID: req.EventID, AgentSpent: rec.AgentSpent}
 	}
 	skip := func(why, note string) action { return action{kind: actSkip, why: why, note: note, rec: rec} }
-	pushed := resuming && rec.Phase == PhasePushed
+	// The fix is on GitHub when the record says prloop pushed it, or when
+	// GitHub's head is a finished run's result: a process that died
+	// between the push and its record of it left the phase at
+	// agent-finished.
+	pushed := resuming && (rec.Phase == PhasePushed ||
+		rec.Phase == PhaseAgentFinished && rec.ResultSHA != "" && rec.ResultSHA != req.HeadSHA && pr.Head == rec.ResultSHA)
 	switch {
 	case !pr.Found:
 		return skip("the PR was not found", "PR not found")

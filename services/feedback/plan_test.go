@@ -120,6 +120,21 @@ func TestPlan_Actions(t *testing.T) {
 			want: action{kind: actResume, resume: resumePublishPushed, cycle: 1, rec: inFlight(func(r *Record) { r.Phase = PhasePushed; r.PushedSHA = planNew })},
 		},
 		{
+			// Killed between the push and its record (seed 33's long
+			// chaos run): GitHub's head is the finished run's result.
+			name: "a fix pushed before its record said so is announced though the PR was labelled since",
+			req:  req, rec: inFlight(func(r *Record) { r.Phase = PhaseAgentFinished; r.ResultSHA = planNew }),
+			pr:   snapshot{Found: true, Open: true, Labelled: true, Head: planNew},
+			want: action{kind: actResume, resume: resumePushResult, cycle: 1, rec: inFlight(func(r *Record) { r.Phase = PhaseAgentFinished; r.ResultSHA = planNew })},
+		},
+		{
+			name: "a finished run's result not on GitHub is not pushed to a labelled PR",
+			req:  req, rec: inFlight(func(r *Record) { r.Phase = PhaseAgentFinished; r.ResultSHA = planNew }),
+			pr:   snapshot{Found: true, Open: true, Labelled: true, Head: planHead},
+			want: action{kind: actSkip, why: "the PR carries the label human-review-required", note: "PR carries the escalation label; a human has it, no agent runs",
+				rec: inFlight(func(r *Record) { r.Phase = PhaseAgentFinished; r.ResultSHA = planNew })},
+		},
+		{
 			name: "fresh request: the agent runs, the fix numbered, the budget spent carried over",
 			req:  req, rec: Record{Key: "an older request", Outcome: OutcomeAddressed, AgentSpent: 2 * time.Minute, PushedSHA: planHead}, pr: open,
 			want: action{kind: actFix, cycle: 1, rec: fresh(2 * time.Minute)},
