@@ -1,11 +1,16 @@
 package main
 
 import (
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -49,4 +54,41 @@ func TestParseFlags(t *testing.T) {
 			assert.Equal(t, tt.faults, got)
 		})
 	}
+}
+
+// TestReportCI_EveryHeadUntilMergedOrClosed: the simulated CI reports on
+// each new head, an escalation does not stop it (seed 33: a queue waited
+// for checks on an escalated, re-approved PR's updated head), and a merge
+// or close does.
+func TestReportCI_EveryHeadUntilMergedOrClosed(t *testing.T) {
+	t.Parallel()
+	pr := ghref.PR{Owner: "chaos", Repo: "r0", Number: 1}
+	rec := &recorder{}
+	add := func(d events.Data) {
+		rec.mu.Lock()
+		rec.all = append(rec.all, seen{typ: d.EventType(), data: d})
+		rec.mu.Unlock()
+	}
+	var mu sync.Mutex
+	head, reported := "h1", []string{}
+	setHead := func(h string) { mu.Lock(); head = h; mu.Unlock() }
+	got := func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(reported) }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reportCI(t.Context(), time.Millisecond, func() bool { return rec.ended(pr) },
+			func() string { mu.Lock(); defer mu.Unlock(); return head },
+			func(sha string) error { mu.Lock(); reported = append(reported, sha); mu.Unlock(); return nil })
+	}()
+	require.Eventually(t, func() bool { return slices.Equal(got(), []string{"h1"}) }, 10*time.Second, time.Millisecond)
+	add(&events.Escalated{Base: events.Base{PR: pr}, Reason: events.ReasonReviewTimeout})
+	setHead("h2")
+	require.Eventually(t, func() bool { return slices.Equal(got(), []string{"h1", "h2"}) }, 10*time.Second, time.Millisecond, "an escalated PR's new head gets its checks")
+	add(&events.Merged{Base: events.Base{PR: pr}})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the CI kept running after the merge")
+	}
+	assert.Equal(t, []string{"h1", "h2"}, got(), "each head once")
 }

@@ -263,14 +263,21 @@ func (w *world) requestChanges(l *lifecycle, round int) {
 // first PR waits for checks nobody reports holds up every PR behind it
 // for PRLOOP_CHECKS_TIMEOUT.
 func (w *world) runCI(ctx context.Context, l *lifecycle, state string) {
+	reportCI(ctx, 500*time.Millisecond, func() bool { return w.rec.ended(l.pr) }, func() string { return w.head(l) },
+		func(sha string) error { return w.sim.SetStatus(l.repo, sha, "ci", state) })
+}
+
+// reportCI is runCI's loop: every interval until ended, it reports on the
+// head when the head is new.
+func reportCI(ctx context.Context, every time.Duration, ended func() bool, head func() string, report func(sha string) error) {
 	last := ""
-	for ctx.Err() == nil && !w.rec.ended(l.pr) {
-		if h := w.head(l); h != "" && h != last {
-			if err := w.sim.SetStatus(l.repo, h, "ci", state); err == nil {
+	for ctx.Err() == nil && !ended() {
+		if h := head(); h != "" && h != last {
+			if err := report(h); err == nil {
 				last = h
 			}
 		}
-		sleep(ctx, 500*time.Millisecond)
+		sleep(ctx, every)
 	}
 }
 
