@@ -130,7 +130,7 @@ func TestPlan_Actions(t *testing.T) {
 		{
 			name: "a finished run's result not on GitHub is not pushed to a labelled PR",
 			req:  req, rec: inFlight(func(r *Record) { r.Phase = PhaseAgentFinished; r.ResultSHA = planNew }),
-			pr:   snapshot{Found: true, Open: true, Labelled: true, Head: planHead},
+			pr: snapshot{Found: true, Open: true, Labelled: true, Head: planHead},
 			want: action{kind: actSkip, why: "the PR carries the label human-review-required", note: "PR carries the escalation label; a human has it, no agent runs",
 				rec: inFlight(func(r *Record) { r.Phase = PhaseAgentFinished; r.ResultSHA = planNew })},
 		},
