@@ -402,10 +402,11 @@ func handle(ctx, stopping context.Context, js Publisher, c ConsumerConfig, log *
 		c.Observer.Delivered(c.Durable, typ, delivered)
 	}
 	if limit := c.MaxDeliver + c.MaxInterrupted; delivered > uint64(limit) {
-		// Deliveries past MaxDeliver come only from handlers that never
-		// finished (a failing one is dead-lettered at MaxDeliver, and a
-		// dead letter is retried until stored): this many mean the
-		// message kills its process. Not running it again keeps it from
+		// Deliveries past MaxDeliver come from handlers that never
+		// finished (a failing one is dead-lettered at MaxDeliver), or
+		// from a dead-letter stream unwritable for half a minute: this
+		// many mean the message kills its process, or that the stream
+		// stayed unwritable. Not running it again keeps it from
 		// crash-looping the service.
 		err = fmt.Errorf("not handled in %d deliveries (the handler's process died or hung in each)", limit)
 		outcome := deadLetter(ctx, stopping, js, c, log, raw, delivered, err)
@@ -560,12 +561,15 @@ func deadLetter(ctx, stopping context.Context, js Publisher, c ConsumerConfig, l
 	if md, err := raw.Metadata(); err == nil {
 		id = c.Durable + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
 	}
-	// A failed publish is tried again, holding the message, until the
-	// copy is stored: the handler does not run again for a message it
-	// already gave up on. Only shutdown hands the message back (the
-	// server redelivers without limit, see EnsureConsumer).
+	// A failed publish is tried again, holding the message, for up to
+	// half a minute: a passing failure (a NATS leader moving) leaves the
+	// handler not run again for a message it gave up on. A longer one, or
+	// shutdown, hands the message back (the server redelivers without
+	// limit, see EnsureConsumer), so that a dead-letter stream that stays
+	// unwritable does not hold a handler slot for good.
 	stop := heartbeat(raw, c.AckWait/3)
 	defer stop()
+	giveUp := time.Now().Add(30 * time.Second)
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		// Each try has its own deadline: the handler's context may be
 		// cancelled by shutdown, and a dead letter worth storing is worth
@@ -575,6 +579,11 @@ func deadLetter(ctx, stopping context.Context, js Publisher, c ConsumerConfig, l
 		cancel()
 		if err == nil {
 			break
+		}
+		if time.Now().Add(wait).After(giveUp) {
+			log.Error("dead-letter publish failed; leaving the message for redelivery", "err", err, "cause", cause)
+			_ = raw.NakWithDelay(c.Backoff[len(c.Backoff)-1])
+			return HandledRetry
 		}
 		log.Error("dead-letter publish failed; trying again", "err", err, "cause", cause, "retry_in", wait)
 		if ctxtime.Sleep(stopping, wait) != nil {

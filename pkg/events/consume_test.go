@@ -402,8 +402,9 @@ func (r *refusingDLQ) PublishMsg(ctx context.Context, m *nats.Msg, opts ...jetst
 }
 
 // TestConsume_DeadLetterPublishFailureKeepsTheMessage: when storing the
-// dead letter fails, it is tried again, holding the message, until it is
-// stored; the handler is not run again for a message it gave up on.
+// dead letter fails for a moment, it is tried again, holding the message,
+// until it is stored; the handler is not run again for a message it gave
+// up on.
 func TestConsume_DeadLetterPublishFailureKeepsTheMessage(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
