@@ -333,7 +333,10 @@ func TestClient_ClientErrorsTypedNoRetry(t *testing.T) {
 
 func TestClient_RetriesTimedOutAttempt(t *testing.T) {
 	t.Parallel()
-	e := newSimEnv(t, ghsim.Options{}, Config{RequestTimeout: 300 * time.Millisecond}, Options{})
+	// The held attempt lasts the whole timeout; the retry must not. With
+	// 300 ms, a loaded machine (two suites side by side) timed the retry
+	// out too: a plain read may take a second there.
+	e := newSimEnv(t, ghsim.Options{}, Config{RequestTimeout: 3 * time.Second}, Options{})
 	pr := e.openPR(t, "slow")
 	e.reset()
 	e.sim.InjectFault(ghsim.Fault{Path: `/pulls/\d+$`, Kind: ghsim.FaultTimeout}) // holds until we give up
