@@ -370,6 +370,23 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 		st, again = cur, true
 	} else if st, again, err = s.q.enqueue(ctx, e); err != nil {
 		return err
+	} else if !again {
+		// A replica may have merged the PR and removed its entry between
+		// the read above and this new entry: then the new entry goes
+		// again without a word, since nothing about a PR follows its
+		// PRMerged. (With the old entry still there, the approval would
+		// have joined it.)
+		p, err := s.d.GitHub.GetPull(ctx, a.PR)
+		if err != nil {
+			if rerr := s.q.remove(ctx, st); rerr != nil {
+				return fmt.Errorf("queue %s: %w (and removing the new entry: %v)", a.PR, err, rerr)
+			}
+			return fmt.Errorf("queue %s: %w", a.PR, err)
+		}
+		if v := ViewOf(p); v.Merged || !v.Open {
+			log.Info("approved PR merged or closed meanwhile; not queued", "merged", v.Merged)
+			return s.q.remove(ctx, st)
+		}
 	}
 	qid := queueID(a.PR.RepoRef(), st.Base)
 	pos, err := s.q.position(ctx, qid, st.Seq)

@@ -173,10 +173,17 @@ func (e *statusEnv) writeLog() (lines, ops []string) {
 // waitLine waits until GitHub shows line as prloop's latest.
 func (e *statusEnv) waitLine(line string) {
 	e.t.Helper()
+	var shown int
 	require.Eventually(e.t, func() bool {
 		h := e.history()
+		shown = len(h)
 		return len(h) > 0 && h[len(h)-1] == line
 	}, waitFor, 5*time.Millisecond, "GitHub never showed %q", line)
+	// The simulator counts a request a moment after its effect shows (a
+	// loaded machine saw the status before its count): the counts the
+	// tests compare are read once they include every write shown.
+	require.Eventually(e.t, func() bool { return e.written() >= shown }, waitFor, 5*time.Millisecond,
+		"the simulator never counted the %d writes GitHub shows", shown)
 }
 
 // otherPR is the PR other writes for.
