@@ -193,8 +193,10 @@ func TestConsume_HeartbeatPreventsRedelivery(t *testing.T) {
 	var calls atomic.Int32
 	release := make(chan struct{})
 	runConsumer(t, conn.JS, events.ConsumerConfig{
+		// The heartbeat comes every AckWait/3: with 300 ms, two suites on
+		// two cores delayed it past the ack wait. 2 s still shows it.
 		Durable: "slow", Types: []events.Type{events.TypeFeedbackReceived}, Concurrency: 2,
-		AckWait: 300 * time.Millisecond,
+		AckWait: 2 * time.Second,
 	}, func(ctx context.Context, _ *events.Msg) error {
 		calls.Add(1)
 		select {
@@ -208,14 +210,14 @@ func TestConsume_HeartbeatPreventsRedelivery(t *testing.T) {
 	// heartbeat JetStream would hand the message to the second worker.
 	cons, err := conn.JS.Consumer(t.Context(), events.StreamName, "slow")
 	require.NoError(t, err)
-	deadline := time.Now().Add(1500 * time.Millisecond)
+	deadline := time.Now().Add(6 * time.Second)
 	redelivered := 0
 	require.Eventually(t, func() bool {
 		if info, err := cons.Info(t.Context()); err == nil {
 			redelivered = max(redelivered, info.NumRedelivered)
 		}
 		return time.Now().After(deadline)
-	}, 5*time.Second, 50*time.Millisecond)
+	}, 15*time.Second, 50*time.Millisecond)
 	require.Zero(t, redelivered, "redelivered while the handler was working")
 	close(release)
 	require.Eventually(t, func() bool {
