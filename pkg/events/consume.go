@@ -408,7 +408,7 @@ func handle(ctx, stopping context.Context, js Publisher, c ConsumerConfig, log *
 		// many mean the message kills its process, or that the stream
 		// stayed unwritable. Not running it again keeps it from
 		// crash-looping the service.
-		err = fmt.Errorf("not handled in %d deliveries (the handler's process died or hung in each)", limit)
+		err = fmt.Errorf("not handled in %d deliveries (its handler's process died in each, or its dead letter could not be stored)", limit)
 		outcome := deadLetter(ctx, stopping, js, c, log, raw, delivered, err)
 		if c.Observer != nil {
 			c.Observer.Handled(c.Durable, typ, outcome, 0)

@@ -643,10 +643,14 @@ func (a *attempt) skip(ctx context.Context, why string) (Result, error) {
 // fence renews the lease before a side effect, so the effect happens
 // while this attempt surely holds the PR: a renewal fails once anyone else
 // has taken the lease.
-func (a *attempt) fence(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, a.s.cfg.LeaseTTL/4)
+func (a *attempt) fence(ctx context.Context) error { return a.s.fence(ctx, a.lease) }
+
+// fence renews lease right before a side effect, bounded well inside its
+// TTL: it fails once anyone else took the lease (attempts and opens).
+func (s *Service) fence(ctx context.Context, lease *kvlease.Lease) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/4)
 	defer cancel()
-	return a.lease.Renew(ctx)
+	return lease.Renew(ctx)
 }
 
 // save writes the record, fenced by the lease.

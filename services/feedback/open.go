@@ -205,11 +205,7 @@ func (s *Service) Open(ctx context.Context, req OpenRequest) (ghref.PR, error) {
 }
 
 func (s *Service) open(ctx context.Context, req OpenRequest, key string, lease *kvlease.Lease, log *slog.Logger) (ghref.PR, error) {
-	fence := func() error {
-		fctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/4)
-		defer cancel()
-		return lease.Renew(fctx)
-	}
+	fence := func() error { return s.fence(ctx, lease) }
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	repo, err := s.d.GitHub.GetRepo(actx, req.Repo)
 	cancel()
