@@ -96,7 +96,7 @@
 //	| PRFeedbackSkipped     | feedback                 | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |
 //	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers, anchor, epoch      |
 //	| ReviewTimeout         | poller                   | no approval within the review timeout                         | reason, missing_reviewers, detail, epoch     |
-//	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base                               |
+//	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base, mode, ahead                  |
 //	| PRMergeWaiting        | merger                   | first in its queue, waits for these checks on head_sha        | base, checks                                 |
 //	| PRMerged              | merger                   | merged by prloop                                              | merge_sha, merge_method, dry_run             |
 //	| PRMergeFailed         | merger                   | not merged: not queued, or left the queue without a merge     | reason, detail, dry_run                      |
@@ -105,6 +105,8 @@
 //	| PREscalated           | escalator                | the human was called (label, comment, webhook)                | reason, severity, actions, epoch             |
 //	| PREscalationResolved  | poller                   | a human removed the escalation label; the loop resumes        | epoch (the new one), detail                  |
 //	| PRBranchUpdated       | merger                   | prloop brought the approved head up to date with its base     | previous_head_sha, method                    |
+//	| PRMergeCandidate      | merger                   | speculative queue: the candidate the PR rides in, built/gone  | base, state, candidate, tree, branch, base_sha, position, ahead, detail |
+//	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch                |
 //
 // # Opening a pull request
 //

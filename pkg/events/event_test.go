@@ -40,6 +40,8 @@ func samples(pr ghref.PR) []Data {
 		&Escalated{Base: b, Reason: ReasonMaxFixCycles, Severity: SeverityBlocking, Actions: []string{"label", "comment"}},
 		&EscalationResolved{Base: b, Epoch: 1, Detail: "escalation label removed"},
 		&BranchUpdated{Base: b, PreviousHeadSHA: "ffff", Method: "update-branch"},
+		&MergeCandidate{Base: b, BaseBranch: "main", State: CandidateBuilt, Candidate: "c0ffee", Tree: "7ee", Branch: "prloop/queue/main/2", BaseSHA: "ba5e", Position: 2, Ahead: []int{41}},
+		&ConflictResolveRequested{Base: b, BaseBranch: "main", BaseSHA: "ba5e", Detail: "conflicts in a.go", Epoch: 1},
 	}
 }
 

@@ -26,7 +26,7 @@ var publishedBy = map[string][]Type{
 		TypeReviewTimeout, TypeClosed, TypeEscalationRequested, TypeEscalationResolved,
 	},
 	PublisherFeedback:  {TypeCreated, TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested},
-	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated},
+	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested},
 	PublisherEscalator: {TypeEscalated},
 	PublisherCLI:       {TypeCreateRequested, TypeWatchRequested},
 }

@@ -34,6 +34,11 @@ const (
 	TypeEscalated           Type = "PREscalated"
 	TypeEscalationResolved  Type = "PREscalationResolved"
 	TypeBranchUpdated       Type = "PRBranchUpdated"
+	// TypeMergeCandidate and TypeConflictResolveRequested belong to the
+	// speculative queue (PRLOOP_QUEUE_MODE=speculative) and to conflict
+	// resolution (PRLOOP_RESOLVE_CONFLICTS).
+	TypeMergeCandidate           Type = "PRMergeCandidate"
+	TypeConflictResolveRequested Type = "PRConflictResolveRequested"
 )
 
 // Types lists every event type, in lifecycle order.
@@ -41,7 +46,7 @@ var Types = []Type{
 	TypeCreateRequested, TypeCreated, TypeWatchRequested, TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived,
 	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
 	TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
-	TypeEscalationResolved, TypeBranchUpdated,
+	TypeEscalationResolved, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested,
 }
 
 // Status is a PR's review status as the poller computes it.
@@ -381,6 +386,67 @@ type MergeQueued struct {
 	// first served: 1 is being merged or next, 2 has one PR ahead of it.
 	Position   int    `json:"position"`
 	BaseBranch string `json:"base,omitempty"`
+	// Mode is the queue's mode, "serial" or "speculative"
+	// (PRLOOP_QUEUE_MODE); empty means serial.
+	Mode string `json:"mode,omitempty"`
+	// Ahead lists the PR numbers queued ahead of this one, first come
+	// first: in speculative mode the first PRLOOP_QUEUE_DEPTH of the queue
+	// are tested together, so these are the PRs whose changes the PR's
+	// candidate will include (its batch).
+	Ahead []int `json:"ahead,omitempty"`
+}
+
+// Candidate states carried by MergeCandidate.
+const (
+	// CandidateBuilt: the candidate commit is pushed and CI runs on it.
+	CandidateBuilt = "built"
+	// CandidateInvalidated: the candidate no longer stands for what would
+	// be merged (the base moved, a PR ahead left or changed); it is not
+	// merged, and a new one is built.
+	CandidateInvalidated = "invalidated"
+)
+
+// MergeCandidate says the speculative queue built, or gave up, the
+// candidate commit the PR rides in: the exact result of merging, onto
+// BaseSHA, the PRs Ahead and then this PR at HeadSHA, pushed as Branch so
+// that CI tests it. Only a green candidate's PRs are merged, and main's
+// tree after each merge is checked to equal the candidate's.
+type MergeCandidate struct {
+	Base
+	BaseBranch string `json:"base,omitempty"`
+	// State is CandidateBuilt or CandidateInvalidated.
+	State string `json:"state"`
+	// Candidate is the candidate commit; Tree its tree; Branch the
+	// prloop-owned branch it was pushed as (prloop/queue/<base>/<n>).
+	Candidate string `json:"candidate"`
+	Tree      string `json:"tree,omitempty"`
+	Branch    string `json:"branch,omitempty"`
+	// BaseSHA is the base branch's tip the candidate starts from.
+	BaseSHA string `json:"base_sha,omitempty"`
+	// Position is the candidate's place in the batch (1 is the base tip
+	// plus the first PR); Ahead are the PRs merged into it before this
+	// one, in order.
+	Position int   `json:"position"`
+	Ahead    []int `json:"ahead,omitempty"`
+	// Detail says why a candidate was invalidated.
+	Detail string `json:"detail,omitempty"`
+}
+
+// ConflictResolveRequested is a command from the merger to the feedback
+// service (PRLOOP_RESOLVE_CONFLICTS): HeadSHA conflicts with BaseSHA, the
+// tip of BaseBranch; hand the agent the merge of the base into the head,
+// conflict markers and all, verify its resolution and push it. The PR
+// left the merge queue; the resolved head needs review again. The feedback
+// service answers with PRFeedbackAddressed (the resolution is a fix cycle)
+// or, when the agent does not resolve it, PREscalationRequested with
+// reason merge_conflict.
+type ConflictResolveRequested struct {
+	Base
+	BaseBranch string `json:"base"`
+	BaseSHA    string `json:"base_sha"`
+	Detail     string `json:"detail,omitempty"`
+	// Epoch is the PR's escalation epoch, carried on to an escalation.
+	Epoch int `json:"epoch,omitempty"`
 }
 
 // MergeWaiting says the first PR of a merge queue waits for checks on its
@@ -493,6 +559,10 @@ func (EscalationRequested) EventType() Type { return TypeEscalationRequested }
 func (Escalated) EventType() Type           { return TypeEscalated }
 func (EscalationResolved) EventType() Type  { return TypeEscalationResolved }
 func (BranchUpdated) EventType() Type       { return TypeBranchUpdated }
+func (MergeCandidate) EventType() Type      { return TypeMergeCandidate }
+func (ConflictResolveRequested) EventType() Type {
+	return TypeConflictResolveRequested
+}
 
 // newData returns an empty payload for t, for decoding.
 func newData(t Type) (Data, error) {
@@ -535,6 +605,10 @@ func newData(t Type) (Data, error) {
 		return &EscalationResolved{}, nil
 	case TypeBranchUpdated:
 		return &BranchUpdated{}, nil
+	case TypeMergeCandidate:
+		return &MergeCandidate{}, nil
+	case TypeConflictResolveRequested:
+		return &ConflictResolveRequested{}, nil
 	}
 	return nil, fmt.Errorf("unknown event type %q", t)
 }
