@@ -106,6 +106,11 @@ const (
 	ReasonStaleApproval Reason = "stale_approval"
 	// ReasonClosed says a queued PR was closed without being merged.
 	ReasonClosed Reason = "closed"
+	// ReasonUntestedMerge says the speculative queue merged a PR and
+	// main's tree afterwards was not the tree of the candidate CI tested
+	// (someone pushed to the base between the check and the merge, or
+	// GitHub merged differently): the change landed, untested as a whole.
+	ReasonUntestedMerge Reason = "untested_merge"
 )
 
 // Severity says how urgently a human is needed.

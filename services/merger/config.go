@@ -21,6 +21,17 @@ const (
 	UpdateRebase = "rebase"
 )
 
+// Queue modes (PRLOOP_QUEUE_MODE).
+const (
+	// QueueSerial merges one PR per base at a time: update its branch,
+	// wait for its checks, merge.
+	QueueSerial = "serial"
+	// QueueSpeculative tests the first PRLOOP_QUEUE_DEPTH PRs of a queue
+	// together on candidate commits and merges every PR up to the last
+	// green candidate (see speculative.go).
+	QueueSpeculative = "speculative"
+)
+
 // DefaultStatusContext is the context of prloop's own commit status when
 // PRLOOP_STATUS_CONTEXT is not set.
 const DefaultStatusContext = "prloop"
@@ -67,6 +78,12 @@ type Config struct {
 	// UpdateTimeout bounds the wait for GitHub to show the new head after a
 	// branch update (update-branch works asynchronously).
 	UpdateTimeout time.Duration `envconfig:"PRLOOP_UPDATE_TIMEOUT" default:"2m"`
+	// QueueMode is serial (one PR at a time) or speculative (candidates
+	// of up to QueueDepth PRs tested together).
+	QueueMode string `envconfig:"PRLOOP_QUEUE_MODE" default:"serial"`
+	// QueueDepth is how many PRs of a queue the speculative mode tests at
+	// once: candidates base+PR1, base+PR1+PR2, … up to this many.
+	QueueDepth int `envconfig:"PRLOOP_QUEUE_DEPTH" default:"4"`
 	// GitHubLogin is prloop's own GitHub login, whose signals never count;
 	// empty asks GitHub (GET /user) at start.
 	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
@@ -84,6 +101,23 @@ func (c Config) statusContext() string {
 		return s
 	}
 	return DefaultStatusContext
+}
+
+// queueMode is PRLOOP_QUEUE_MODE, serial when unset (a Config built in
+// code).
+func (c Config) queueMode() string {
+	if c.QueueMode == "" {
+		return QueueSerial
+	}
+	return c.QueueMode
+}
+
+// queueDepth is PRLOOP_QUEUE_DEPTH, 4 when unset (a Config built in code).
+func (c Config) queueDepth() int {
+	if c.QueueDepth < 1 {
+		return 4
+	}
+	return c.QueueDepth
 }
 
 // requiredChecks returns PRLOOP_REQUIRED_CHECKS without the spaces around
@@ -126,6 +160,24 @@ func (c Config) Validate() error {
 	}
 	if c.LockTTL < time.Second {
 		errs = append(errs, fmt.Errorf("PRLOOP_MERGE_LOCK_TTL=%s: want at least 1s, well above the clock skew between hosts", c.LockTTL))
+	}
+	switch c.queueMode() {
+	case QueueSerial:
+	case QueueSpeculative:
+		if c.MergeMethod == github.MergeMethodRebase {
+			errs = append(errs, fmt.Errorf("PRLOOP_QUEUE_MODE=speculative with PRLOOP_MERGE_METHOD=rebase: a rebase merge rewrites every commit, so its result cannot be built and tested in advance; use squash or merge"))
+		}
+		if !c.RequireChecks {
+			errs = append(errs, fmt.Errorf("PRLOOP_QUEUE_MODE=speculative with PRLOOP_REQUIRE_CHECKS=false: candidates exist to be tested; turn checks on or use the serial queue"))
+		}
+		if c.DryRun {
+			errs = append(errs, fmt.Errorf("PRLOOP_QUEUE_MODE=speculative with PRLOOP_DRY_RUN=true: the speculative queue pushes candidate branches, which a dry run must not; use the serial queue for a dry run"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("PRLOOP_QUEUE_MODE=%q: want serial or speculative", c.QueueMode))
+	}
+	if c.QueueDepth < 0 || c.QueueDepth > 16 || (c.QueueDepth == 0 && c.QueueMode != "") {
+		errs = append(errs, fmt.Errorf("PRLOOP_QUEUE_DEPTH=%d: want 1 to 16", c.QueueDepth))
 	}
 	if c.UpdateTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_UPDATE_TIMEOUT=%s: want a positive duration such as 2m", c.UpdateTimeout))

@@ -22,6 +22,16 @@ func TestConfig_FromEnvironment(t *testing.T) {
 				assert.False(t, c.DryRun)
 				assert.Equal(t, time.Minute, c.LockTTL)
 				assert.Empty(t, c.requiredChecks())
+				assert.Equal(t, QueueSerial, c.QueueMode)
+				assert.Equal(t, 4, c.QueueDepth)
+			},
+		},
+		{
+			Name: "speculative queue",
+			Env:  map[string]string{"PRLOOP_QUEUE_MODE": "speculative", "PRLOOP_QUEUE_DEPTH": "6", "PRLOOP_MERGE_METHOD": "merge"},
+			Check: func(t *testing.T, c Config) {
+				assert.Equal(t, QueueSpeculative, c.QueueMode)
+				assert.Equal(t, 6, c.QueueDepth)
 			},
 		},
 		{
@@ -46,6 +56,11 @@ func TestConfig_FromEnvironment(t *testing.T) {
 		{Name: "zero checks timeout", Env: map[string]string{"PRLOOP_CHECKS_TIMEOUT": "0s"}, WantErr: []string{"PRLOOP_CHECKS_TIMEOUT"}},
 		{Name: "empty required check", Env: map[string]string{"PRLOOP_REQUIRED_CHECKS": "ci/build,,test"}, WantErr: []string{"PRLOOP_REQUIRED_CHECKS"}},
 		{Name: "bad boolean", Env: map[string]string{"PRLOOP_DRY_RUN": "maybe"}, WantErr: []string{`PRLOOP_DRY_RUN="maybe"`}},
+		{Name: "unknown queue mode", Env: map[string]string{"PRLOOP_QUEUE_MODE": "batch"}, WantErr: []string{"PRLOOP_QUEUE_MODE", "batch"}},
+		{Name: "queue depth zero", Env: map[string]string{"PRLOOP_QUEUE_DEPTH": "0"}, WantErr: []string{"PRLOOP_QUEUE_DEPTH"}},
+		{Name: "speculative with rebase merges", Env: map[string]string{"PRLOOP_QUEUE_MODE": "speculative", "PRLOOP_MERGE_METHOD": "rebase"}, WantErr: []string{"rebase merge rewrites every commit"}},
+		{Name: "speculative without checks", Env: map[string]string{"PRLOOP_QUEUE_MODE": "speculative", "PRLOOP_REQUIRE_CHECKS": "false"}, WantErr: []string{"candidates exist to be tested"}},
+		{Name: "speculative dry run", Env: map[string]string{"PRLOOP_QUEUE_MODE": "speculative", "PRLOOP_DRY_RUN": "true"}, WantErr: []string{"must not"}},
 		{Name: "lock lease too short", Env: map[string]string{"PRLOOP_MERGE_LOCK_TTL": "10ms"}, WantErr: []string{"PRLOOP_MERGE_LOCK_TTL"}},
 	})
 }

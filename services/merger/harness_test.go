@@ -3,6 +3,7 @@ package merger_test
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -118,6 +119,9 @@ func (e *env) start(cfg merger.Config, holder string, gh ...merger.GitHub) (stop
 	}
 	if e.deps != nil {
 		e.deps(&d)
+	}
+	if os.Getenv("MERGER_TEST_LOG") != "" {
+		d.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	return apptest.Run(e.t, merger.New(cfg, d))
 }

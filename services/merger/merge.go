@@ -503,12 +503,13 @@ func (s *Service) requeue(ctx context.Context, st stored, base, why string, log 
 			return err
 		}
 	}
-	pos, err := s.q.position(ctx, queueID(st.PR.RepoRef(), base), ns.Seq)
+	pos, ahead, err := s.q.position(ctx, queueID(st.PR.RepoRef(), base), ns.Seq)
 	if err != nil {
 		return err
 	}
 	if _, _, err := s.emit.Emit(ctx, &events.MergeQueued{
 		Base: events.Base{PR: st.PR, HeadSHA: ns.ApprovedHead}, Position: pos, BaseBranch: base,
+		Mode: s.cfg.queueMode(), Ahead: ahead,
 	}, ns.ApprovedHead, strconv.FormatUint(ns.Seq, 10), base); err != nil {
 		return err
 	}

@@ -381,20 +381,21 @@ func (en *Entry) refresh(e Entry) bool {
 	return changed
 }
 
-// position is the 1-based place of the entry with seq in its queue: 1 is
-// the PR being merged or next to be.
-func (q queue) position(ctx context.Context, qid string, seq uint64) (int, error) {
+// position is the 1-based place of the entry with seq in its queue (1 is
+// the PR being merged or next to be), and the numbers of the PRs ahead of
+// it, first come first.
+func (q queue) position(ctx context.Context, qid string, seq uint64) (int, []int, error) {
 	all, err := q.list(ctx, qid)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
-	pos := 1
+	var ahead []int
 	for _, s := range all {
 		if s.Seq < seq {
-			pos++
+			ahead = append(ahead, s.PR.Number)
 		}
 	}
-	return pos, nil
+	return len(ahead) + 1, ahead, nil
 }
 
 // save writes s back if nobody changed it meanwhile (errReplaced otherwise).

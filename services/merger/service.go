@@ -389,12 +389,13 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 		}
 	}
 	qid := queueID(a.PR.RepoRef(), st.Base)
-	pos, err := s.q.position(ctx, qid, st.Seq)
+	pos, ahead, err := s.q.position(ctx, qid, st.Seq)
 	if err != nil {
 		return err
 	}
 	if _, _, err := s.emit.Emit(ctx, &events.MergeQueued{
 		Base: events.Base{PR: a.PR, HeadSHA: st.ApprovedHead}, Position: pos, BaseBranch: st.Base,
+		Mode: s.cfg.queueMode(), Ahead: ahead,
 	}, st.ApprovedHead, strconv.FormatUint(st.Seq, 10)); err != nil { // one per queued approval
 		return err
 	}
@@ -516,6 +517,10 @@ func (s *Service) drain(ctx context.Context, id string, lease *kvlease.Lease) {
 		s.mu.Unlock()
 		s.Kick()
 	}()
+	if s.cfg.queueMode() == QueueSpeculative {
+		s.drainSpeculative(lctx, id)
+		return
+	}
 	for lctx.Err() == nil {
 		entries, err := s.q.list(lctx, id)
 		if err != nil {

@@ -1,0 +1,738 @@
+package merger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	gh "github.com/google/go-github/v66/github"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/prloop/prloop/pkg/ctxtime"
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/gitx"
+	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/metrics"
+)
+
+// The speculative queue (PRLOOP_QUEUE_MODE=speculative).
+//
+// The first PRLOOP_QUEUE_DEPTH PRs of a queue ride in candidates: commit 1
+// is the base tip plus PR 1, commit 2 is commit 1 plus PR 2, and so on,
+// each built exactly as GitHub's squash (or merge) of that PR will build
+// it, with git merge-tree. The candidates are pushed as the prloop-owned
+// branches prloop/queue/<base>/<n>, where CI tests them. When candidate k
+// is green (and none before it failed), PRs 1…k are merged in order, each
+// with the head guard, each after GitHub is re-read (the PR still open on
+// the tested head, its approval standing, the base where the candidate
+// left it), and main's tree after each merge is checked against the
+// candidate's: a tree nobody tested never lands silently. When the first
+// candidate fails, its PR leaves with checks_failed naming the failing
+// checks, and the candidates after it are rebuilt without it.
+//
+// Candidates are kept by what they test, their tree: after prloop merges
+// PR 1, candidate 2 still tests exactly main plus PR 2, and is not built
+// again. A base tip moved by someone else, a PR's new head or a PR that
+// left changes the trees from there on; those candidates are invalidated
+// (PRMergeCandidate "invalidated") and new ones built.
+//
+// Candidate commits are deterministic (fixed identity and dates, a message
+// naming the PRs): a replica taking over builds the same commits, so the
+// CI already run on them counts.
+
+// batchKey names a queue's candidates in the bucket: batch.<qid>.
+func batchKey(qid string) string { return "batch." + qid }
+
+// Batch is a queue's candidates, written only by the replica holding the
+// queue's lock.
+type Batch struct {
+	// BaseSHA is the base tip the candidates were last checked against.
+	BaseSHA    string      `json:"base_sha"`
+	Candidates []Candidate `json:"candidates,omitempty"`
+	// SeenChecks names every check that reported on a candidate of the
+	// queue: each must report, and pass, on later candidates too.
+	SeenChecks []string `json:"seen_checks,omitempty"`
+}
+
+// Candidate is one tested combination: the base tip plus the PRs up to and
+// including PR at Head.
+type Candidate struct {
+	PR   ghref.PR `json:"pr"`
+	Seq  uint64   `json:"seq"`
+	Head string   `json:"head"`
+	// SHA is the candidate commit, Tree its tree (what a merge of the PRs
+	// must give), Branch where it was pushed.
+	SHA    string `json:"sha"`
+	Tree   string `json:"tree"`
+	Branch string `json:"branch"`
+	// BuiltAt is when the candidate was first pushed: its checks time out
+	// PRLOOP_CHECKS_TIMEOUT after it.
+	BuiltAt time.Time `json:"built_at"`
+}
+
+// candidateBranch is the prloop-owned branch the candidate of PR number n
+// in base's queue is pushed as. One branch per PR, not per position: a
+// rebuilt candidate replaces only its own PR's stale one (CI set to cancel
+// superseded runs of a branch cancels just that), never a live candidate
+// that moved up after a merge.
+func candidateBranch(base string, n int) string {
+	return "prloop/queue/" + base + "/" + strconv.Itoa(n)
+}
+
+// mergeDecision is chooseMerge's answer.
+type mergeDecision struct {
+	// Merge is how many PRs, from the first, can be merged now.
+	Merge int
+	// FailFirst says the first candidate failed: its PR leaves.
+	FailFirst bool
+}
+
+// chooseMerge decides from the candidates' check verdicts, in order, what
+// the queue can do: merge the PRs up to the last green candidate before
+// the first failed one (a later green candidate proves the earlier PRs
+// together), or remove the first PR when its own candidate failed, or
+// wait. A failed candidate further back only waits: its fault may lie
+// with a PR before it, which its own candidate will show. It is pure.
+func chooseMerge(states []ChecksState) mergeDecision {
+	var d mergeDecision
+	for i, st := range states {
+		if st == ChecksFailed {
+			d.FailFirst = i == 0
+			break
+		}
+		if st == ChecksGreen {
+			d.Merge = i + 1
+		}
+	}
+	return d
+}
+
+// reusable returns the old candidate that still tests what the chain's
+// candidate for pr at head must test: the same tree. Its place may have
+// changed (the PRs ahead of it merged): the tree, not the place, is what
+// CI tested.
+func reusable(old []Candidate, pr ghref.PR, head, tree string) (Candidate, bool) {
+	for _, c := range old {
+		if c.PR.Number == pr.Number && c.Head == head && c.Tree == tree {
+			return c, true
+		}
+	}
+	return Candidate{}, false
+}
+
+// invalidated returns the candidates of old that next no longer holds
+// (by commit), for PRs still queued.
+func invalidated(old, next []Candidate, queued func(ghref.PR) bool) []Candidate {
+	var out []Candidate
+	for _, c := range old {
+		if !slices.ContainsFunc(next, func(n Candidate) bool { return n.SHA == c.SHA }) && queued(c.PR) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// speculation is one replica's work on one queue in speculative mode,
+// while it holds the queue's lock: a scratch repository kept across
+// passes, so that only new commits are fetched.
+type speculation struct {
+	s   *Service
+	qid string
+	dir string
+	g   gitCmd
+	log *slog.Logger
+}
+
+// drainSpeculative runs passes over the queue until it is empty, must
+// wait, or ctx (the lock) ends.
+func (s *Service) drainSpeculative(ctx context.Context, qid string) {
+	dir, err := os.MkdirTemp("", "prloop-queue-")
+	if err != nil {
+		s.log.Warn("speculative queue: scratch repository", "queue", qid, "err", err)
+		return
+	}
+	defer func() { _ = os.RemoveAll(dir) }()
+	sp := &speculation{
+		s: s, qid: qid, dir: dir, log: s.log.With("queue", qid, "mode", QueueSpeculative),
+		g: gitCmd{dir: dir, r: &gitx.Runner{Bin: s.d.GitBin, Env: gitEnv(dir), Token: s.d.GitToken}},
+	}
+	if _, err := sp.g.run(ctx, "init", "-q"); err != nil {
+		sp.log.Warn("speculative queue: scratch repository", "err", err)
+		return
+	}
+	for ctx.Err() == nil {
+		more, err := sp.pass(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				sp.log.Warn("merge queue stopped", "err", err)
+			} else if cause := context.Cause(ctx); errors.Is(cause, kvlease.ErrLost) {
+				sp.log.Warn("merge lock lost; another replica carries on", "err", cause)
+			}
+			return
+		}
+		if !more {
+			return
+		}
+	}
+}
+
+// rider is a queued PR in the batch, with what GitHub says of it now.
+type rider struct {
+	st stored
+	p  *gh.PullRequest
+}
+
+// pass looks at the queue once: settles PRs that must leave, brings the
+// candidates in line with GitHub, merges what a green candidate proved or
+// removes what a failed one disproved. It reports whether to go on at
+// once (false: the queue is empty or must wait for NotBefore).
+func (sp *speculation) pass(ctx context.Context) (bool, error) {
+	s := sp.s
+	entries, err := s.q.list(ctx, sp.qid)
+	if err != nil {
+		return false, err
+	}
+	if len(entries) == 0 {
+		return false, sp.clear(ctx)
+	}
+	if entries[0].NotBefore.After(s.d.Now()) {
+		return false, nil
+	}
+	first := entries[0]
+	retry := func(err error) (bool, error) {
+		// A failed read holds the whole queue, first come first served.
+		return false, s.retryLater(ctx, &first, err, sp.log.With("pr", first.PR.String()))
+	}
+	riders, left, err := sp.riders(ctx, entries[:min(len(entries), s.cfg.queueDepth())])
+	if err != nil {
+		return retry(err)
+	}
+	if left {
+		return true, nil // a PR left the queue: look again
+	}
+	batch, rev, err := sp.load(ctx)
+	if err != nil {
+		return false, err
+	}
+	chain, baseSHA, conflict, err := sp.build(ctx, riders, batch.Candidates)
+	if err != nil {
+		return retry(err)
+	}
+	if conflict != "" {
+		// The first PR conflicts with the base itself.
+		st := riders[0].st
+		return true, s.conflict(ctx, st, baseSHA, conflict, sp.log.With("pr", st.PR.String()))
+	}
+	if err := sp.publish(ctx, batch, chain, riders[0].st.Base, baseSHA, entries); err != nil {
+		return retry(err)
+	}
+	batch.BaseSHA, batch.Candidates = baseSHA, chain
+	if rev, err = sp.save(ctx, batch, rev); err != nil {
+		return false, err
+	}
+	states := make([]ChecksState, len(chain))
+	checks := make([]Checks, len(chain))
+	for i, c := range chain {
+		if checks[i], err = sp.checks(ctx, &batch, c.PR.RepoRef(), riders[i].st.Base, c.SHA); err != nil {
+			return retry(err)
+		}
+		states[i] = checks[i].State
+	}
+	if _, err := sp.save(ctx, batch, rev); err != nil { // the checks seen
+		return false, err
+	}
+	d := chooseMerge(states)
+	log := sp.log.With("pr", riders[0].st.PR.String())
+	switch {
+	case d.Merge > 0:
+		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], baseSHA)
+	case d.FailFirst:
+		c := chain[0]
+		return true, s.fail(ctx, riders[0].st, events.ReasonChecksFailed, fmt.Sprintf(
+			"checks failed on candidate %s (branch %s: %s at %s plus this PR at %s): %s",
+			ghref.ShortSHA(c.SHA), c.Branch, riders[0].st.Base, ghref.ShortSHA(baseSHA), ghref.ShortSHA(c.Head), strings.Join(checks[0].Failed, ", ")), log)
+	case s.d.Now().Sub(chain[0].BuiltAt) >= s.cfg.ChecksTimeout:
+		c := chain[0]
+		return true, s.fail(ctx, riders[0].st, events.ReasonChecksFailed, fmt.Sprintf(
+			"checks on candidate %s (branch %s) still pending after %s: %s",
+			ghref.ShortSHA(c.SHA), c.Branch, s.cfg.ChecksTimeout, strings.Join(checks[0].Pending, ", ")), log)
+	}
+	st := riders[0].st
+	if err := s.announceWaiting(ctx, &st, checks[0]); err != nil {
+		return false, s.saved(err)
+	}
+	return true, ctxtime.Sleep(ctx, s.cfg.PollInterval)
+}
+
+// riders re-reads the first PRs of the queue on GitHub and lets those
+// that must leave (merged, closed, moved on, approval gone, base changed)
+// do so, as the serial queue would. It reports left when one did: the
+// caller looks again from the start.
+func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, bool, error) {
+	s := sp.s
+	var out []rider
+	for _, st := range entries {
+		log := sp.log.With("pr", st.PR.String())
+		p, err := s.d.GitHub.GetPull(ctx, st.PR)
+		if err != nil {
+			return nil, false, err
+		}
+		v := ViewOf(p)
+		var approval ApprovalCheck
+		if v.Open && !v.Merged && v.HeadSHA == st.Head {
+			if approval, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, log); err != nil {
+				return nil, false, err
+			}
+		}
+		d := Decide(Input{PR: v, Head: st.Head, Base: st.Base, Approval: approval, ChecksTimeout: s.cfg.ChecksTimeout})
+		switch d.Action {
+		case ActMerged:
+			if st.MergingHead != "" && st.MergingHead == v.HeadSHA {
+				// Merged by prloop, and the answer was lost: check it as if
+				// it had come.
+				_, err := sp.verifyMerged(ctx, st, p, p.GetMergeCommitSHA(), "", log)
+				return nil, true, err
+			}
+			log.Info("merged outside prloop; leaving the merge queue")
+			return nil, true, s.left(ctx, st, metrics.MergeMergedElsewhere)
+		case ActDrop:
+			return nil, true, s.drop(ctx, st, d.Reason, d.Why, log)
+		case ActRequeue:
+			return nil, true, s.requeue(ctx, st, v.BaseRef, d.Why, log)
+		case ActFail:
+			if d.Reason == events.ReasonMergeConflict {
+				return nil, true, s.conflict(ctx, st, "", d.Why, log)
+			}
+			return nil, true, s.fail(ctx, st, d.Reason, d.Why, log)
+		}
+		// Wait (mergeability not computed yet), update (behind: the
+		// candidate brings it up to date) and merge all ride.
+		out = append(out, rider{st: st, p: p})
+	}
+	return out, false, nil
+}
+
+// conflict fails st for a conflict with its base (baseSHA when known).
+func (s *Service) conflict(ctx context.Context, st stored, baseSHA, why string, log *slog.Logger) error {
+	if baseSHA != "" {
+		why += " (at " + ghref.ShortSHA(baseSHA) + ")"
+	}
+	return s.fail(ctx, st, events.ReasonMergeConflict, why, log)
+}
+
+// build fetches the base and the riders' heads and computes the chain of
+// candidates, keeping every old candidate that still tests the same tree
+// and committing new ones; it pushes the new ones. It returns the base tip
+// it built on, and when the first PR conflicts with the base, why.
+func (sp *speculation) build(ctx context.Context, riders []rider, old []Candidate) ([]Candidate, string, string, error) {
+	s := sp.s
+	base := riders[0].p.GetBase()
+	baseURL, baseRef := base.GetRepo().GetCloneURL(), base.GetRef()
+	if baseURL == "" || baseRef == "" {
+		return nil, "", "", fmt.Errorf("build candidates: GitHub did not say where %s's base lives", riders[0].st.PR)
+	}
+	// The tip from the API, and git only for commits not fetched yet: most
+	// passes find nothing new and spawn no network git at all.
+	tip, err := s.d.GitHub.GetCommit(ctx, riders[0].st.PR.RepoRef(), baseRef)
+	if err != nil {
+		return nil, "", "", fmt.Errorf("build candidates: read %s: %w", baseRef, err)
+	}
+	baseSHA := tip.GetSHA()
+	if !sp.has(ctx, baseSHA) {
+		if _, err := sp.g.remote(ctx, baseURL, "fetch", "-q", "--no-tags", baseURL, "+refs/heads/"+baseRef+":refs/prloop/base"); err != nil {
+			return nil, "", "", fmt.Errorf("build candidates: fetch %s: %w", baseRef, err)
+		}
+		if !sp.has(ctx, baseSHA) {
+			return nil, "", "", fmt.Errorf("build candidates: %s moved past %s while fetching it", baseRef, ghref.ShortSHA(baseSHA))
+		}
+	}
+	if err := sp.fetchCandidates(ctx, baseURL, old); err != nil {
+		return nil, "", "", err
+	}
+	var chain, fresh []Candidate
+	prev := baseSHA
+	for i, r := range riders {
+		head := r.st.Head
+		if err := sp.fetchHead(ctx, r, head); err != nil {
+			return nil, "", "", err
+		}
+		out, err := sp.g.run(ctx, "merge-tree", "--write-tree", "--no-messages", prev, head)
+		if gitx.ExitCode(err) == 1 {
+			if i == 0 {
+				return nil, baseSHA, fmt.Sprintf("the PR conflicts with its base branch %s", r.st.Base), nil
+			}
+			// It conflicts with a PR ahead of it: it waits until those
+			// are merged, and then conflicts with the base itself.
+			sp.log.Info("PR conflicts with a PR ahead of it in the batch; it waits", "pr", r.st.PR.String())
+			break
+		}
+		if err != nil {
+			return nil, "", "", fmt.Errorf("build candidate for %s: %w", r.st.PR, err)
+		}
+		tree, _, _ := strings.Cut(out, "\n")
+		if c, ok := reusable(old, r.st.PR, head, tree); ok && sp.has(ctx, c.SHA) {
+			chain = append(chain, c)
+			prev = c.SHA
+			continue
+		}
+		c := Candidate{PR: r.st.PR, Seq: r.st.Seq, Head: head, Tree: tree, Branch: candidateBranch(r.st.Base, r.st.PR.Number), BuiltAt: s.d.Now().UTC()}
+		if c.SHA, err = sp.commit(ctx, c, prev, chain); err != nil {
+			return nil, "", "", err
+		}
+		chain = append(chain, c)
+		fresh = append(fresh, c)
+		prev = c.SHA
+	}
+	if len(fresh) > 0 {
+		args := []string{"push", "-q", "--no-verify", baseURL}
+		for _, c := range fresh {
+			args = append(args, "+"+c.SHA+":refs/heads/"+c.Branch)
+		}
+		if _, err := sp.g.remote(ctx, baseURL, args...); err != nil {
+			return nil, "", "", fmt.Errorf("push candidates of %s: %w", baseRef, err)
+		}
+	}
+	return chain, baseSHA, "", nil
+}
+
+// fetchCandidates makes the old candidates available in the scratch
+// repository (another replica, or an earlier drain, built them), so that
+// the chain can go on from them; a candidate that cannot be fetched is
+// simply built again.
+func (sp *speculation) fetchCandidates(ctx context.Context, baseURL string, old []Candidate) error {
+	var refspecs []string
+	for _, c := range old {
+		if !sp.has(ctx, c.SHA) {
+			refspecs = append(refspecs, "+refs/heads/"+c.Branch+":refs/prloop/candidate/"+strconv.Itoa(c.PR.Number))
+		}
+	}
+	if len(refspecs) == 0 {
+		return nil
+	}
+	args := append([]string{"fetch", "-q", "--no-tags", baseURL}, refspecs...)
+	if _, err := sp.g.remote(ctx, baseURL, args...); err != nil {
+		sp.log.Info("cannot fetch earlier candidates; building them again", "err", err)
+	}
+	return nil
+}
+
+// fetchHead makes r's head available in the scratch repository, fetching
+// its branch when the commit is not there yet, and checks that the branch
+// is still at head.
+func (sp *speculation) fetchHead(ctx context.Context, r rider, head string) error {
+	if sp.has(ctx, head) {
+		return nil
+	}
+	url, ref := r.p.GetHead().GetRepo().GetCloneURL(), r.p.GetHead().GetRef()
+	if url == "" || ref == "" {
+		return fmt.Errorf("fetch %s: GitHub did not say where its head lives", r.st.PR)
+	}
+	local := "refs/prloop/pr/" + strconv.Itoa(r.st.PR.Number)
+	if _, err := sp.g.remote(ctx, url, "fetch", "-q", "--no-tags", url, "+refs/heads/"+ref+":"+local); err != nil {
+		return fmt.Errorf("fetch %s: %w", r.st.PR, err)
+	}
+	if got, err := sp.g.run(ctx, "rev-parse", local); err != nil || got != head {
+		return fmt.Errorf("fetch %s: branch %s is at %s, not the approved %s", r.st.PR, ref, ghref.ShortSHA(got), ghref.ShortSHA(head))
+	}
+	return nil
+}
+
+// has reports whether the scratch repository holds commit sha.
+func (sp *speculation) has(ctx context.Context, sha string) bool {
+	ok, _ := sp.g.ok(ctx, "cat-file", "-e", sha+"^{commit}")
+	return ok
+}
+
+// candidateDate is every candidate commit's author and committer date:
+// fixed, so that the same inputs make the same commit on any replica.
+const candidateDate = "2000-01-01T00:00:00Z"
+
+// commit writes candidate c on top of prev: a squash (one parent) or, for
+// PRLOOP_MERGE_METHOD=merge, a merge commit of prev and the PR's head.
+func (sp *speculation) commit(ctx context.Context, c Candidate, prev string, ahead []Candidate) (string, error) {
+	var msg strings.Builder
+	fmt.Fprintf(&msg, "prloop merge queue candidate for %s\n\n", c.PR.RepoRef())
+	for _, a := range ahead {
+		fmt.Fprintf(&msg, "#%d at %s\n", a.PR.Number, a.Head)
+	}
+	fmt.Fprintf(&msg, "#%d at %s\n", c.PR.Number, c.Head)
+	args := []string{"commit-tree", c.Tree, "-p", prev}
+	if sp.s.cfg.MergeMethod == github.MergeMethodMerge {
+		args = append(args, "-p", c.Head)
+	}
+	args = append(args, "-m", msg.String())
+	sha, err := sp.g.r.Run(ctx, gitx.Cmd{Args: args, Dir: sp.dir, Env: []string{
+		"GIT_AUTHOR_DATE=" + candidateDate, "GIT_COMMITTER_DATE=" + candidateDate,
+	}})
+	if err != nil {
+		return "", fmt.Errorf("build candidate for %s: %w", c.PR, err)
+	}
+	return sha, nil
+}
+
+// publish announces the chain: PRMergeCandidate "invalidated" for every
+// old candidate it no longer holds whose PR is still queued, then "built"
+// for each new one. Ids carry the candidate commit, so a pass repeated
+// after a crash publishes nothing twice.
+func (sp *speculation) publish(ctx context.Context, old Batch, chain []Candidate, base, baseSHA string, entries []stored) error {
+	queued := func(pr ghref.PR) bool {
+		return slices.ContainsFunc(entries, func(e stored) bool { return e.PR.Number == pr.Number })
+	}
+	for _, c := range old.Candidates {
+		if !queued(c.PR) {
+			sp.deleteBranch(ctx, c)
+		}
+	}
+	for _, c := range invalidated(old.Candidates, chain, queued) {
+		detail := "the base branch moved"
+		if i := slices.IndexFunc(chain, func(n Candidate) bool { return n.PR.Number == c.PR.Number }); i >= 0 && chain[i].Head != c.Head {
+			detail = "the PR's head changed"
+		} else if old.BaseSHA == baseSHA {
+			detail = "a PR ahead of it left the queue or changed"
+		}
+		if err := sp.emit(ctx, c, events.CandidateInvalidated, base, old.BaseSHA, old.Candidates, detail); err != nil {
+			return err
+		}
+	}
+	for _, c := range chain {
+		if slices.ContainsFunc(old.Candidates, func(o Candidate) bool { return o.SHA == c.SHA && o.PR.Number == c.PR.Number }) {
+			continue
+		}
+		if err := sp.emit(ctx, c, events.CandidateBuilt, base, baseSHA, chain, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// emit publishes one PRMergeCandidate about c, a member of chain.
+func (sp *speculation) emit(ctx context.Context, c Candidate, state, base, baseSHA string, chain []Candidate, detail string) error {
+	pos := slices.IndexFunc(chain, func(o Candidate) bool { return o.SHA == c.SHA }) + 1
+	var ahead []int
+	for _, o := range chain[:max(pos-1, 0)] {
+		ahead = append(ahead, o.PR.Number)
+	}
+	_, _, err := sp.s.emit.Emit(ctx, &events.MergeCandidate{
+		Base: events.Base{PR: c.PR, HeadSHA: c.Head}, BaseBranch: base, State: state, Candidate: c.SHA, Tree: c.Tree,
+		Branch: c.Branch, BaseSHA: baseSHA, Position: pos, Ahead: ahead, Detail: detail,
+	}, state, c.SHA)
+	if err == nil {
+		sp.log.Info("merge candidate "+state, "pr", c.PR.String(), "candidate", ghref.ShortSHA(c.SHA), "branch", c.Branch, "ahead", ahead, "detail", detail)
+	}
+	return err
+}
+
+// checks evaluates a candidate's checks: those the base requires and
+// those seen on the queue's candidates must all report and pass, and a
+// candidate on which nothing reported is never green (it was not tested).
+func (sp *speculation) checks(ctx context.Context, b *Batch, repo ghref.Repo, base, sha string) (Checks, error) {
+	s := sp.s
+	rules, err := s.d.GitHub.ListBranchRules(ctx, repo, base)
+	if err != nil {
+		return Checks{}, err
+	}
+	required, err := github.RequiredChecks(rules)
+	if err != nil {
+		return Checks{}, fmt.Errorf("required checks of %s of %s: %w", base, repo, err)
+	}
+	combined, err := s.d.GitHub.GetCombinedStatus(ctx, repo, sha)
+	if err != nil {
+		return Checks{}, err
+	}
+	runs, err := s.d.GitHub.ListCheckRuns(ctx, repo, sha)
+	if err != nil {
+		return Checks{}, err
+	}
+	c := EvaluateChecks(ChecksInput{
+		Required: union(required, s.cfg.requiredChecks()), Seen: b.SeenChecks, Own: s.cfg.statusContext(),
+		Combined: combined, Runs: runs,
+	})
+	if c.State == ChecksGreen && len(c.Reported) == 0 {
+		c.State = ChecksPending
+		c.Pending = []string{"any check (none reported on the candidate yet)"}
+	}
+	b.SeenChecks = union(b.SeenChecks, c.Reported)
+	return c, nil
+}
+
+// mergeUpTo merges the riders whose candidates a green candidate proved,
+// in order. Before each merge it re-reads GitHub: the PR must still be
+// open on the tested head with its approval standing, and the base where
+// the previous merge (or the batch) left it; otherwise it stops, and the
+// next pass rebuilds. After each merge, main's tree must be the
+// candidate's.
+func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Candidate, baseSHA string) error {
+	s := sp.s
+	expect := baseSHA
+	for i, r := range riders {
+		st, c := r.st, chain[i]
+		log := sp.log.With("pr", st.PR.String())
+		p, err := s.d.GitHub.GetPull(ctx, st.PR)
+		if err != nil {
+			return s.retryLater(ctx, &st, err, log)
+		}
+		v := ViewOf(p)
+		if !v.Open || v.Merged || v.HeadSHA != c.Head || v.BaseRef != st.Base {
+			return nil // the next pass lets it leave and rebuilds
+		}
+		approval, err := s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, log)
+		if err != nil {
+			return s.retryLater(ctx, &st, err, log)
+		}
+		if !approval.Approved {
+			return s.drop(ctx, st, events.ReasonApprovalWithdrawn, "approval withdrawn: "+approval.Why, log)
+		}
+		tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
+		if err != nil {
+			return s.retryLater(ctx, &st, err, log)
+		}
+		if tip.GetSHA() != expect {
+			log.Info("the base branch moved; rebuilding the candidates", "expected", ghref.ShortSHA(expect), "tip", ghref.ShortSHA(tip.GetSHA()))
+			return nil
+		}
+		st.MergingHead = c.Head
+		if err := s.q.save(ctx, &st); err != nil {
+			return s.saved(err)
+		}
+		res, err := s.d.GitHub.Merge(ctx, st.PR, github.MergeOptions{
+			Method: s.cfg.MergeMethod, SHA: c.Head, Title: commitTitle(p), Message: p.GetBody(),
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if after, gerr := s.d.GitHub.GetPull(ctx, st.PR); gerr == nil && after.GetMerged() {
+				_, err := sp.verifyMerged(ctx, st, after, after.GetMergeCommitSHA(), c.Tree, log)
+				return err
+			}
+			if isRefusal(err) {
+				st.MergingHead = ""
+				_, err := s.refused(ctx, &st, "merge", err, log)
+				return err
+			}
+			return s.retryLater(ctx, &st, err, log)
+		}
+		if ok, err := sp.verifyMerged(ctx, st, p, res.GetSHA(), c.Tree, log); err != nil || !ok {
+			return err // not as tested: escalated; the next pass rebuilds on the real base
+		}
+		expect = res.GetSHA()
+	}
+	return nil
+}
+
+// verifyMerged finishes a merge prloop made of st: PRMerged, the entry
+// leaves; and when main's tree after it is not the tested candidate's
+// (tree; "" looks it up in the batch), a human is called: the change
+// landed, but not as tested. It reports whether the tree matched.
+func (sp *speculation) verifyMerged(ctx context.Context, st stored, p *gh.PullRequest, mergeSHA, tree string, log *slog.Logger) (bool, error) {
+	s := sp.s
+	if tree == "" {
+		b, _, err := sp.load(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range b.Candidates {
+			if c.PR.Number == st.PR.Number && c.Head == st.MergingHead {
+				tree = c.Tree
+			}
+		}
+	}
+	ok, err := sp.treeMatches(ctx, st, mergeSHA, tree)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		why := fmt.Sprintf("merged %s as %s, whose tree is not the tree of the candidate prloop tested (%s); main may hold an untested combination, and the queue's later candidates are rebuilt on it",
+			ghref.ShortSHA(st.MergingHead), ghref.ShortSHA(mergeSHA), ghref.ShortSHA(tree))
+		log.Error("merged tree differs from the tested candidate", "merge_sha", mergeSHA, "want_tree", tree)
+		if _, _, err := s.emit.Emit(ctx, &events.EscalationRequested{
+			Base: events.Base{PR: st.PR, HeadSHA: st.MergingHead}, Reason: events.ReasonUntestedMerge, Severity: events.SeverityBlocking,
+			Detail: why, Actor: Name, Epoch: st.Epoch,
+		}, string(events.ReasonUntestedMerge), mergeSHA); err != nil {
+			return false, err
+		}
+	}
+	return ok, s.merged(ctx, st, p, mergeSHA, log)
+}
+
+// treeMatches reports whether the commit mergeSHA has tree; with no tree
+// to compare (a candidate record lost), it does not.
+func (sp *speculation) treeMatches(ctx context.Context, st stored, mergeSHA, tree string) (bool, error) {
+	if tree == "" || mergeSHA == "" {
+		return false, nil
+	}
+	c, err := sp.s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), mergeSHA)
+	if err != nil {
+		return false, fmt.Errorf("read the merge of %s: %w", st.PR, err)
+	}
+	return c.GetCommit().GetTree().GetSHA() == tree, nil
+}
+
+// load reads the queue's batch (empty when there is none) and its revision.
+func (sp *speculation) load(ctx context.Context) (Batch, uint64, error) {
+	e, err := sp.s.d.Queue.Get(ctx, batchKey(sp.qid))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Batch{}, 0, nil
+	}
+	if err != nil {
+		return Batch{}, 0, fmt.Errorf("read the candidates of %s: %w", sp.qid, err)
+	}
+	var b Batch
+	if err := json.Unmarshal(e.Value(), &b); err != nil {
+		// Candidates are a cache of what CI runs on: a record that cannot
+		// be read is rebuilt, never trusted.
+		sp.log.Warn("unreadable candidates record; rebuilding", "err", err)
+		return Batch{}, e.Revision(), nil
+	}
+	return b, e.Revision(), nil
+}
+
+// save writes the batch at rev (0: creates it); only the lock holder
+// writes it, so a conflict means the lock was lost.
+func (sp *speculation) save(ctx context.Context, b Batch, rev uint64) (uint64, error) {
+	body, err := json.Marshal(b)
+	if err != nil {
+		return 0, fmt.Errorf("encode the candidates of %s: %w", sp.qid, err)
+	}
+	if rev == 0 {
+		rev, err = sp.s.d.Queue.Create(ctx, batchKey(sp.qid), body)
+	} else {
+		rev, err = sp.s.d.Queue.Update(ctx, batchKey(sp.qid), body, rev)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("save the candidates of %s: %w", sp.qid, err)
+	}
+	return rev, nil
+}
+
+// deleteBranch deletes the branch of a candidate whose PR left the queue;
+// a failure only leaves a stale branch behind.
+func (sp *speculation) deleteBranch(ctx context.Context, c Candidate) {
+	if err := sp.s.d.GitHub.DeleteBranch(ctx, c.PR.RepoRef(), c.Branch); err != nil && !errors.Is(err, github.ErrNotFound) {
+		sp.log.Warn("cannot delete a candidate branch", "branch", c.Branch, "err", err)
+	}
+}
+
+// clear forgets an empty queue's candidates and deletes their branches.
+func (sp *speculation) clear(ctx context.Context) error {
+	b, _, err := sp.load(ctx)
+	if err != nil || (len(b.Candidates) == 0 && b.BaseSHA == "") {
+		return err
+	}
+	for _, c := range b.Candidates {
+		sp.deleteBranch(ctx, c)
+	}
+	if err := sp.s.d.Queue.Delete(ctx, batchKey(sp.qid)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("forget the candidates of %s: %w", sp.qid, err)
+	}
+	return nil
+}

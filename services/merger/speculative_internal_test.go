@@ -1,0 +1,70 @@
+package merger
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/prloop/prloop/pkg/ghref"
+)
+
+func TestChooseMerge(t *testing.T) {
+	t.Parallel()
+	G, P, F := ChecksGreen, ChecksPending, ChecksFailed
+	for _, tc := range []struct {
+		name   string
+		states []ChecksState
+		want   mergeDecision
+	}{
+		{name: "nothing built", want: mergeDecision{}},
+		{name: "first pending waits", states: []ChecksState{P, P}, want: mergeDecision{}},
+		{name: "first green merges one", states: []ChecksState{G, P, P}, want: mergeDecision{Merge: 1}},
+		{name: "a later green candidate proves the ones before it", states: []ChecksState{P, P, G, P}, want: mergeDecision{Merge: 3}},
+		{name: "all green merges all", states: []ChecksState{G, G, G, G}, want: mergeDecision{Merge: 4}},
+		{name: "first failed removes the first PR", states: []ChecksState{F, G, G}, want: mergeDecision{FailFirst: true}},
+		{name: "a green after a failed one proves nothing", states: []ChecksState{P, F, G}, want: mergeDecision{}},
+		{name: "green up to the failed one merges up to it", states: []ChecksState{G, G, F, G}, want: mergeDecision{Merge: 2}},
+		{name: "a failed one further back waits for the first", states: []ChecksState{P, F}, want: mergeDecision{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, chooseMerge(tc.states))
+		})
+	}
+}
+
+func TestCandidates_KeptByWhatTheyTest(t *testing.T) {
+	t.Parallel()
+	pr := func(n int) ghref.PR { return ghref.PR{Owner: "acme", Repo: "widgets", Number: n} }
+	old := []Candidate{
+		{PR: pr(1), Head: "h1", Tree: "t1", SHA: "c1"},
+		{PR: pr(2), Head: "h2", Tree: "t12", SHA: "c2"},
+		{PR: pr(3), Head: "h3", Tree: "t123", SHA: "c3"},
+	}
+	for _, tc := range []struct {
+		name       string
+		pr         int
+		head, tree string
+		want       bool
+	}{
+		{name: "same PR, head and tree", pr: 2, head: "h2", tree: "t12", want: true},
+		{name: "PR 1 merged: candidate 2 moves up and still tests main plus PR 2", pr: 2, head: "h2", tree: "t12", want: true},
+		{name: "new head", pr: 2, head: "h2b", tree: "t12b"},
+		{name: "base moved: another tree", pr: 1, head: "h1", tree: "t1'"},
+		{name: "a PR ahead left: the tree lacks it", pr: 3, head: "h3", tree: "t13"},
+		{name: "a PR new to the chain", pr: 4, head: "h4", tree: "t1234"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, ok := reusable(old, pr(tc.pr), tc.head, tc.tree)
+			assert.Equal(t, tc.want, ok)
+		})
+	}
+	t.Run("invalidated names the dropped candidates of queued PRs only", func(t *testing.T) {
+		t.Parallel()
+		next := []Candidate{old[0], {PR: pr(3), Head: "h3", Tree: "t13", SHA: "c3b"}}
+		queued := func(p ghref.PR) bool { return p.Number != 2 } // PR 2 left
+		got := invalidated(old, next, queued)
+		assert.Equal(t, []Candidate{old[2]}, got)
+	})
+}

@@ -1,0 +1,236 @@
+package merger_test
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/services/merger"
+)
+
+// speculative is the test configuration of the speculative queue.
+func speculative(c *merger.Config) { c.QueueMode, c.QueueDepth = merger.QueueSpeculative, 4 }
+
+// candidateCI is CI for the merger's candidates: it reports status "ci"
+// on each candidate built, in the state verdict gives from the
+// candidate's event and the files of its tree; "" leaves it pending and
+// asks again later.
+func (e *env) candidateCI(verdict func(c *events.MergeCandidate, files []string) string) {
+	t := e.t
+	go func() {
+		done := map[string]bool{}
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for _, r := range e.rec.All() {
+				c, ok := r.Data.(*events.MergeCandidate)
+				if !ok || c.State != events.CandidateBuilt || done[c.Candidate] {
+					continue
+				}
+				cmd := exec.Command("git", "--git-dir", e.sim.GitDir(e.repo), "ls-tree", "-r", "--name-only", c.Candidate)
+				cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "HOME=/nonexistent", "LC_ALL=C"}
+				out, err := cmd.Output()
+				if err != nil {
+					continue // not pushed yet
+				}
+				if st := verdict(c, strings.Fields(string(out))); st != "" && e.sim.SetStatus(e.repo, c.Candidate, "ci", st) == nil {
+					done[c.Candidate] = true
+				}
+			}
+			select {
+			case <-t.Context().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// candidates returns the PRMergeCandidate events of pr in state.
+func (e *env) candidates(pr ghref.PR, state string) []*events.MergeCandidate {
+	var out []*events.MergeCandidate
+	for _, r := range e.rec.For(pr) {
+		if c, ok := r.Data.(*events.MergeCandidate); ok && c.State == state {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// mergedTree returns the tree of the commit PRMerged says pr became.
+func (e *env) mergedTree(pr ghref.PR) string {
+	e.t.Helper()
+	m := e.rec.Wait(e.t, pr, events.TypeMerged, waitFor).Data.(*events.Merged)
+	return e.git("rev-parse", m.MergeSHA+"^{tree}")
+}
+
+// openPRs opens one PR per file, each adding its own file.
+func (e *env) openPRs(files ...string) ([]ghref.PR, []string) {
+	e.t.Helper()
+	var prs []ghref.PR
+	var heads []string
+	for _, f := range files {
+		pr, head := e.openPR("add-"+strings.ToLower(strings.TrimSuffix(f, ".txt")), "Add "+f, map[string]string{f: f + "\n"})
+		prs, heads = append(prs, pr), append(heads, head)
+	}
+	return prs, heads
+}
+
+func TestSpeculative_BatchMergesInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "b.txt", "c.txt")
+	// Only the candidate holding all three is ever green: it alone proves
+	// the two before it.
+	e.candidateCI(func(c *events.MergeCandidate, _ []string) string {
+		if len(c.Ahead) == 2 {
+			return "success"
+		}
+		return ""
+	})
+	e.start(config(speculative), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+
+	var seqs []uint64
+	for _, pr := range prs {
+		seqs = append(seqs, e.rec.Wait(t, pr, events.TypeMerged, waitFor).Seq)
+	}
+	assert.True(t, slices.IsSorted(seqs), "PRs merged in queue order: %v", seqs)
+	assert.Equal(t, 3, e.routeCount(routeMerge), "one merge call per PR")
+
+	last := e.candidates(prs[2], events.CandidateBuilt)
+	require.NotEmpty(t, last)
+	tested := last[len(last)-1]
+	assert.Equal(t, 3, tested.Position)
+	assert.Equal(t, []int{prs[0].Number, prs[1].Number}, tested.Ahead)
+	assert.Equal(t, tested.Tree, e.git("rev-parse", "main^{tree}"), "main is the tree CI tested")
+	for _, pr := range prs {
+		built := e.candidates(pr, events.CandidateBuilt)
+		require.NotEmpty(t, built, "%s rode in a candidate", pr)
+		assert.Equal(t, built[len(built)-1].Tree, e.mergedTree(pr), "main after merging %s is its candidate's tree", pr)
+	}
+	require.Eventually(t, func() bool {
+		return e.git("for-each-ref", "refs/heads/prloop/") == ""
+	}, waitFor, 20*time.Millisecond, "candidate branches deleted once the queue is empty")
+	e.waitQueueEmpty()
+}
+
+func TestSpeculative_FailingPRInTheMiddleIsRemoved(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "BROKEN.txt", "c.txt")
+	e.candidateCI(func(_ *events.MergeCandidate, files []string) string {
+		if slices.Contains(files, "BROKEN.txt") {
+			return "failure"
+		}
+		return "success"
+	})
+	e.start(config(speculative), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+
+	failed := e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+	assert.Equal(t, events.ReasonChecksFailed, failed.Reason)
+	own := e.candidates(prs[1], events.CandidateBuilt)
+	require.NotEmpty(t, own)
+	assert.Contains(t, failed.Detail, ghref.ShortSHA(own[len(own)-1].Candidate), "names the tested candidate")
+	assert.Contains(t, failed.Detail, "status ci", "names the failing check")
+
+	assert.NotEmpty(t, e.mergedTree(prs[0]))
+	cTree := e.mergedTree(prs[2])
+	assert.Zero(t, e.rec.Count(prs[1], events.TypeMerged), "the failing PR is not merged")
+	assert.NotEmpty(t, e.candidates(prs[2], events.CandidateInvalidated), "the candidate after the failing PR is rebuilt")
+	rebuilt := e.candidates(prs[2], events.CandidateBuilt)
+	assert.Equal(t, rebuilt[len(rebuilt)-1].Tree, cTree, "main is the rebuilt, tested candidate")
+	assert.NotContains(t, rebuilt[len(rebuilt)-1].Ahead, prs[1].Number, "the rebuilt candidate leaves the failing PR out")
+	assert.NotContains(t, e.git("ls-tree", "-r", "--name-only", "main"), "BROKEN.txt")
+	e.waitQueueEmpty()
+}
+
+func TestSpeculative_OutsidePushToBaseInvalidatesCandidates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "b.txt")
+	// CI passes only candidates built on the base after the outside push.
+	e.candidateCI(func(_ *events.MergeCandidate, files []string) string {
+		if slices.Contains(files, "outside.txt") {
+			return "success"
+		}
+		return ""
+	})
+	e.start(config(speculative), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+	for _, pr := range prs {
+		e.rec.Wait(t, pr, events.TypeMergeCandidate, waitFor)
+	}
+	before := e.candidates(prs[1], events.CandidateBuilt)[0]
+	_, err := e.sim.PushCommit(e.repo, "main", "carol", map[string]string{"outside.txt": "pushed by hand\n"}, "Outside change")
+	require.NoError(t, err)
+
+	for _, pr := range prs {
+		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
+	}
+	for _, pr := range prs {
+		gone := e.candidates(pr, events.CandidateInvalidated)
+		require.NotEmpty(t, gone, "%s's candidate on the old base is invalidated", pr)
+		assert.Equal(t, "the base branch moved", gone[0].Detail)
+	}
+	final := e.candidates(prs[1], events.CandidateBuilt)
+	assert.NotEqual(t, before.Tree, final[len(final)-1].Tree)
+	assert.Equal(t, final[len(final)-1].Tree, e.git("rev-parse", "main^{tree}"), "main is the candidate tested on the new base")
+	assert.Contains(t, e.git("ls-tree", "-r", "--name-only", "main"), "outside.txt")
+}
+
+func TestSpeculative_WithdrawnApprovalLeavesItsCandidates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "b.txt", "c.txt")
+	var green atomic.Bool
+	e.candidateCI(func(*events.MergeCandidate, []string) string {
+		if green.Load() {
+			return "success"
+		}
+		return ""
+	})
+	e.start(config(speculative), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+	for _, pr := range prs {
+		e.rec.Wait(t, pr, events.TypeMergeCandidate, waitFor)
+	}
+	e.mu.Lock()
+	thumb := e.thumbs[prs[1].Number]
+	e.mu.Unlock()
+	require.NoError(t, e.sim.RemoveReaction(prs[1], thumb))
+
+	failed := e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+	assert.Equal(t, events.ReasonApprovalWithdrawn, failed.Reason)
+	e.rec.Wait(t, prs[2], events.TypeMergeCandidate, waitFor)
+	require.Eventually(t, func() bool {
+		built := e.candidates(prs[2], events.CandidateBuilt)
+		return len(e.candidates(prs[2], events.CandidateInvalidated)) > 0 && slices.Equal(built[len(built)-1].Ahead, []int{prs[0].Number})
+	}, waitFor, 10*time.Millisecond, "the candidate of the PR behind the withdrawn one is rebuilt without it")
+	green.Store(true)
+
+	e.rec.Wait(t, prs[0], events.TypeMerged, waitFor)
+	cTree := e.mergedTree(prs[2])
+	assert.Zero(t, e.rec.Count(prs[1], events.TypeMerged))
+	built := e.candidates(prs[2], events.CandidateBuilt)
+	assert.Equal(t, built[len(built)-1].Tree, cTree)
+	assert.NotContains(t, e.git("ls-tree", "-r", "--name-only", "main"), "b.txt")
+	e.waitQueueEmpty()
+}
