@@ -81,6 +81,9 @@ type records struct {
 	// Queue is its place in its base branch's merge queue, nil when it is
 	// not queued.
 	Queue *queueSpot `json:"queue,omitempty"`
+	// Conflict is the merger's request that the agent resolve a conflict
+	// with the base, while the agent works on it.
+	Conflict *prstatus.Conflict `json:"conflict,omitempty"`
 	// Escalation is why a human is needed now, nil when none is.
 	Escalation *escalation `json:"escalation,omitempty"`
 	// Escalated are the escalations the escalator recorded, and when.
@@ -93,6 +96,14 @@ type queueSpot struct {
 	Position int        `json:"position"`
 	Ahead    []ghref.PR `json:"ahead"`
 	Waiting  []string   `json:"waiting_for_checks,omitempty"`
+	// Mode is the queue's mode, prstatus.Speculative or empty (serial).
+	Mode string `json:"mode,omitempty"`
+	// Batch are the PRs ahead that a speculative queue tests it together
+	// with (prstatus.Board.Batch).
+	Batch []int `json:"batch,omitempty"`
+	// Candidate is the speculative queue's candidate it rides in, nil
+	// before one is built.
+	Candidate *prstatus.Candidate `json:"candidate,omitempty"`
 }
 
 // escalation is a current escalation, in the escalator's words.
@@ -319,12 +330,13 @@ func recordsOf(b *prstatus.Board, pr ghref.PR, rec *state.PR, s cliSettings) *re
 	}
 	r.Approvers, r.FixCyclesUsed, r.IgnoredFindings = p.Approvers, max(r.FixCyclesUsed, p.FixCycle), p.Ignored
 	if pos := b.Position(pr); pos > 0 {
-		q := &queueSpot{Base: p.Base, Position: pos, Ahead: []ghref.PR{}, Waiting: p.Waiting}
+		q := &queueSpot{Base: p.Base, Position: pos, Ahead: []ghref.PR{}, Waiting: p.Waiting, Mode: p.QueueMode, Batch: b.Batch(pr), Candidate: p.Candidate}
 		for _, a := range b.Queue(pr.RepoRef(), p.Base)[:pos-1] {
 			q.Ahead = append(q.Ahead, a.PR)
 		}
 		r.Queue = q
 	}
+	r.Conflict = p.Conflict
 	if p.Escalation != "" {
 		a := escalator.AdviceFor(p.Escalation)
 		r.Escalation = &escalation{Reason: p.Escalation, Title: a.Title, Why: a.Why, Detail: p.EscalationDetail, Clear: clearSteps(a, s.Label)}
@@ -354,6 +366,10 @@ func nextStep(p *prstatus.PR, x explanation, s cliSettings) string {
 	case r != nil && r.Escalation != nil:
 		steps := r.Escalation.Clear
 		return strings.Join(steps[:len(steps)-1], " ") + " Or: " + steps[len(steps)-1]
+	case p.Conflict != nil:
+		// Before GitHub's word: the conflict it shows (mergeable state
+		// dirty) is the one the agent is resolving.
+		return fmt.Sprintf("wait: the agent is resolving the conflict with %s; the resolved head then needs review again", p.Conflict.Base)
 	case live != nil && len(live.ChecksFailed) > 0:
 		return escalator.AdviceFor(events.ReasonChecksFailed).Next[0] + " Failed: " + strings.Join(live.ChecksFailed, ", ") + "."
 	case live != nil && live.MergeableState == "dirty":
@@ -362,8 +378,12 @@ func nextStep(p *prstatus.PR, x explanation, s cliSettings) string {
 		return fmt.Sprintf("wait: the agent is addressing the change request (fix cycle %d of %d)", p.FixCycle, s.MaxFixCycles)
 	case p.Status == events.StatusChangesRequested:
 		return "wait: the agent addresses the change request"
+	case p.Status == events.StatusApproved && r != nil && r.Queue != nil && r.Queue.Candidate != nil:
+		return candidateStep(r.Queue)
 	case p.Status == events.StatusApproved && r != nil && r.Queue != nil && len(r.Queue.Waiting) > 0:
 		return "wait for the checks to pass: " + strings.Join(r.Queue.Waiting, ", ")
+	case p.Status == events.StatusApproved && r != nil && r.Queue != nil && r.Queue.Mode == prstatus.Speculative:
+		return "wait: the merger builds the candidate that tests it" + when(len(r.Queue.Batch) > 0, " together with "+prstatus.Numbers(r.Queue.Batch))
 	case p.Status == events.StatusApproved && r != nil && r.Queue != nil && r.Queue.Position > 1:
 		return fmt.Sprintf("wait: %d PR(s) ahead of it in the merge queue for %s", r.Queue.Position-1, r.Queue.Base)
 	case p.Status == events.StatusApproved:
@@ -374,6 +394,22 @@ func nextStep(p *prstatus.PR, x explanation, s cliSettings) string {
 		who = strings.Join(s.Reviewers, " or ")
 	}
 	return escalator.ReviewStep + " (" + who + ")"
+}
+
+// candidateStep is the next step of a PR riding in a speculative queue's
+// candidate: in a speculative queue the PRs ahead do not hold it back, the
+// candidate's checks do.
+func candidateStep(q *queueSpot) string {
+	c := q.Candidate
+	switch {
+	case !c.Built():
+		return "wait: the merger builds a new candidate for " + q.Base
+	case len(q.Waiting) > 0:
+		return fmt.Sprintf("wait for the checks to pass on candidate %s (%s): %s", orDash(c.Branch), ghref.ShortSHA(c.SHA), strings.Join(q.Waiting, ", "))
+	case c.Checked:
+		return "wait: the candidate passed its checks; the merger merges it" + when(len(c.Ahead) > 0, " after "+prstatus.Numbers(c.Ahead))
+	}
+	return fmt.Sprintf("wait: CI runs on candidate %s (%s)", orDash(c.Branch), ghref.ShortSHA(c.SHA))
 }
 
 // printExplanation renders the explanation for a terminal.
@@ -430,9 +466,25 @@ func printExplanation(w io.Writer, x explanation) error {
 			for i, a := range q.Ahead {
 				ahead[i] = a.String()
 			}
-			fmt.Fprintf(tw, "  merge queue\tposition %d for %s; ahead: %s\n", q.Position, q.Base, orNone(ahead))
+			mode := ""
+			switch {
+			case q.Mode == prstatus.Speculative && len(q.Batch) > 0:
+				mode = " (speculative, tested together with " + prstatus.Numbers(q.Batch) + ")"
+			case q.Mode == prstatus.Speculative:
+				mode = " (speculative, tested alone)"
+			}
+			fmt.Fprintf(tw, "  merge queue\tposition %d for %s%s; ahead: %s\n", q.Position, q.Base, mode, orNone(ahead))
+			if c := q.Candidate; c != nil && c.Built() {
+				fmt.Fprintf(tw, "  candidate\t%d%s on %s at %s, from %s at %s: %s\n", c.Position, when(len(c.Ahead) > 0, " (with "+prstatus.Numbers(c.Ahead)+" ahead)"),
+					orDash(c.Branch), ghref.ShortSHA(c.SHA), q.Base, orDash(ghref.ShortSHA(c.BaseSHA)), c.Progress(q.Waiting))
+			} else if c != nil {
+				fmt.Fprintf(tw, "  candidate\t%s invalidated%s; a new one is being built\n", ghref.ShortSHA(c.SHA), when(c.Detail != "", ": "+c.Detail))
+			}
 		} else {
 			fmt.Fprintf(tw, "  merge queue\tnot queued\n")
+		}
+		if c := r.Conflict; c != nil {
+			fmt.Fprintf(tw, "  conflict\twith %s at %s: the agent is resolving it%s\n", c.Base, orDash(ghref.ShortSHA(c.BaseSHA)), when(c.Detail != "", " ("+c.Detail+")"))
 		}
 		if e := r.Escalation; e != nil {
 			fmt.Fprintf(tw, "  escalation\t%s (%s): %s\n", e.Reason, e.Title, e.Why)

@@ -45,7 +45,26 @@ func describe(d events.Data) string {
 	case *events.ReviewTimeout:
 		return "no approval in time" + when(len(d.MissingReviewers) > 0, "; missing "+strings.Join(d.MissingReviewers, ", "))
 	case *events.MergeQueued:
-		return fmt.Sprintf("queued for merge into %s at position %d", d.BaseBranch, d.Position)
+		text := fmt.Sprintf("queued for merge into %s at position %d", d.BaseBranch, d.Position)
+		if d.Mode == prstatus.Speculative {
+			text += when(len(d.Ahead) > 0, ", tested together with "+prstatus.Numbers(d.Ahead)) + " (speculative)"
+		}
+		return text
+	case *events.MergeWaiting:
+		if len(d.Checks) == 0 {
+			return "no check left to wait for"
+		}
+		return "waiting for checks: " + strings.Join(d.Checks, ", ")
+	case *events.MergeCandidate:
+		// Branch and detail are cleaned as the status line cleans them:
+		// this goes to a terminal.
+		if d.State != events.CandidateBuilt {
+			return fmt.Sprintf("candidate %d %s: %s", d.Position, events.CleanTitle(d.State), short(d.Candidate)) + when(d.Detail != "", " ("+events.CleanTitle(d.Detail)+")")
+		}
+		return fmt.Sprintf("candidate %d built: %s on %s, from %s at %s", d.Position, short(d.Candidate), events.CleanTitle(d.Branch), d.BaseBranch, short(d.BaseSHA)) +
+			when(len(d.Ahead) > 0, " with "+prstatus.Numbers(d.Ahead)+" ahead")
+	case *events.ConflictResolveRequested:
+		return fmt.Sprintf("conflicts with %s at %s: the agent is asked to resolve it", events.CleanTitle(d.BaseBranch), short(d.BaseSHA)) + when(d.Detail != "", " ("+events.CleanTitle(d.Detail)+")")
 	case *events.Merged:
 		if d.DryRun {
 			return "would merge " + short(d.HeadSHA) + " (dry run)"
@@ -89,11 +108,11 @@ func colorFor(t events.Type) string {
 	switch t {
 	case events.TypeReviewApproved, events.TypeMerged:
 		return "\x1b[32m" // green
-	case events.TypeFeedbackReceived, events.TypeReviewTimeout:
+	case events.TypeFeedbackReceived, events.TypeReviewTimeout, events.TypeConflictResolveRequested:
 		return "\x1b[33m" // yellow
 	case events.TypeEscalationRequested, events.TypeEscalated, events.TypeMergeFailed:
 		return "\x1b[31m" // red
-	case events.TypeFeedbackAddressed, events.TypeMergeQueued, events.TypeCreated:
+	case events.TypeFeedbackAddressed, events.TypeMergeQueued, events.TypeMergeCandidate, events.TypeCreated:
 		return "\x1b[36m" // cyan
 	}
 	return "\x1b[2m" // dim

@@ -9,9 +9,11 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/prstatus"
 )
 
-func TestDescribe_QuorumAndSetAsideFindings(t *testing.T) {
+// TestDescribe: what `prloop events` and explain's history say of an event.
+func TestDescribe(t *testing.T) {
 	t.Parallel()
 	b := events.Base{PR: ghref.PR{Owner: "acme", Repo: "w", Number: 1}, HeadSHA: "0123456789abcdef0123456789abcdef01234567"}
 	nit := []events.IgnoredFinding{{Author: "coderabbitai[bot]", Location: "main.go:3", Reason: "matches PRLOOP_FINDING_IGNORE pattern nit"}}
@@ -27,6 +29,20 @@ func TestDescribe_QuorumAndSetAsideFindings(t *testing.T) {
 		{name: "eyes", d: &events.ReviewInProgress{Base: b, Actor: "alice"}, want: "👀 alice is reviewing 0123456"},
 		{name: "approved with a nit", d: &events.ReviewApproved{Base: b, Approvers: []string{"copilot"}, IgnoredFindings: nit},
 			want: "👍 approved 0123456 by copilot; 1 bot finding set aside"},
+		{name: "serial queue, as before", d: &events.MergeQueued{Base: b, Position: 1, BaseBranch: "main"},
+			want: "queued for merge into main at position 1"},
+		{name: "speculative queue names the batch", d: &events.MergeQueued{Base: b, Position: 3, BaseBranch: "main", Mode: prstatus.Speculative, Ahead: []int{41, 42}},
+			want: "queued for merge into main at position 3, tested together with #41, #42 (speculative)"},
+		{name: "checks waited for", d: &events.MergeWaiting{Base: b, BaseBranch: "main", Checks: []string{"ci/build", "lint"}},
+			want: "waiting for checks: ci/build, lint"},
+		{name: "no check left", d: &events.MergeWaiting{Base: b, BaseBranch: "main", Checks: []string{}},
+			want: "no check left to wait for"},
+		{name: "candidate built", d: specCandidate(events.CandidateBuilt, ""),
+			want: "candidate 2 built: c0ffee1 on prloop/queue/main/2, from main at ba5e123 with #41 ahead"},
+		{name: "candidate invalidated, its detail cleaned for a terminal", d: specCandidate(events.CandidateInvalidated, "main moved\n\x1b[2J"),
+			want: "candidate 2 invalidated: c0ffee1 (main moved [2J)"},
+		{name: "conflict handed to the agent", d: specConflict(),
+			want: "conflicts with main at ba5e123: the agent is asked to resolve it (both modified a.go)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -67,6 +67,10 @@ func sampleOf(t events.Type, pr ghref.PR) events.Data {
 		return &events.MergeQueued{Base: b, Position: 1, BaseBranch: "main"}
 	case events.TypeMergeWaiting:
 		return &events.MergeWaiting{Base: b, BaseBranch: "main", Checks: []string{"ci"}}
+	case events.TypeMergeCandidate:
+		return &events.MergeCandidate{Base: b, BaseBranch: "main", State: events.CandidateBuilt, Candidate: "c0ffee", Branch: "prloop/queue/main/1", BaseSHA: "ba5e", Position: 1}
+	case events.TypeConflictResolveRequested:
+		return &events.ConflictResolveRequested{Base: b, BaseBranch: "main", BaseSHA: "ba5e"}
 	}
 	panic("no sample for " + string(t))
 }

@@ -81,8 +81,21 @@ type PR struct {
 	Base      string    `json:"base,omitempty"`
 	QueuedSeq uint64    `json:"queued_seq,omitempty"`
 	QueuedAt  time.Time `json:"queued_at,omitempty"`
-	// Waiting are the checks the merger waits for on the head.
+	// Waiting are the checks the merger waits for on the head, or on the
+	// candidate it rides in.
 	Waiting []string `json:"waiting,omitempty"`
+	// QueueMode is its queue's mode from PRMergeQueued (speculative, or
+	// empty for serial), and Batch the PRs the merger said were queued
+	// ahead of it: in speculative mode it is tested together with them.
+	QueueMode string `json:"queue_mode,omitempty"`
+	Batch     []int  `json:"batch,omitempty"`
+	// Candidate is the speculative queue's candidate commit it rides in,
+	// from the latest PRMergeCandidate while it is queued.
+	Candidate *Candidate `json:"candidate,omitempty"`
+	// Conflict is the merger's request that the agent resolve a conflict
+	// with the base, until the agent's answer (a fix or an escalation) or
+	// a new head.
+	Conflict *Conflict `json:"conflict,omitempty"`
 	// Escalation is why a human is needed, while one is; EscalationDetail
 	// says more.
 	Escalation       events.Reason `json:"escalation,omitempty"`
@@ -98,6 +111,57 @@ type PR struct {
 
 // Queued reports whether the PR is in a merge queue.
 func (p *PR) Queued() bool { return p.QueuedSeq > 0 }
+
+// Speculative is the mode of a queue that tests PRs together on candidate
+// commits (events.MergeQueued's Mode, PRLOOP_QUEUE_MODE); any other mode
+// is serial.
+const Speculative = "speculative"
+
+// Candidate is the candidate commit of a speculative queue that a PR rides
+// in, as PRMergeCandidate describes it: the base at BaseSHA with the PRs
+// Ahead and then the PR merged in, pushed as Branch for CI.
+type Candidate struct {
+	// State is events.CandidateBuilt or events.CandidateInvalidated.
+	State string `json:"state"`
+	SHA   string `json:"sha"`
+	// Branch and Detail come from the event cleaned (events.CleanTitle):
+	// they end up in a commit status and on a terminal.
+	Branch   string `json:"branch,omitempty"`
+	BaseSHA  string `json:"base_sha,omitempty"`
+	Position int    `json:"position"`
+	Ahead    []int  `json:"ahead,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	// Checked says a PRMergeWaiting has named the checks the candidate
+	// waits for (the PR's Waiting) since it was built: until then its CI
+	// has only started, and an empty Waiting does not mean green.
+	Checked bool `json:"checked,omitempty"`
+}
+
+// Built reports whether the candidate stands (it was not invalidated).
+func (c *Candidate) Built() bool { return c.State == events.CandidateBuilt }
+
+// Progress says how far the candidate's CI is, given the checks it waits
+// for: "CI running", "waiting for checks: ci/build, lint" or "checks
+// passed, merging".
+func (c *Candidate) Progress(waiting []string) string {
+	switch {
+	case len(waiting) > 0:
+		return "waiting for checks: " + strings.Join(waiting, ", ")
+	case c.Checked:
+		return "checks passed, merging"
+	}
+	return "CI running"
+}
+
+// Conflict is the merger's request that the agent resolve the PR's
+// conflict with its base (PRConflictResolveRequested).
+type Conflict struct {
+	// Base is the base branch, BaseSHA its tip the head conflicts with;
+	// Base and Detail are cleaned (events.CleanTitle).
+	Base    string `json:"base"`
+	BaseSHA string `json:"base_sha,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
 
 // Board is what the events say about every PR and every merge queue.
 type Board struct {
@@ -166,16 +230,24 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		head = h.Head()
 	}
 	newHead := head != "" && head != p.Head
+	if _, waiting := d.(*events.MergeWaiting); waiting && p.Candidate != nil && head == p.Candidate.SHA {
+		// Checks the candidate waits for, should the merger name the
+		// candidate as the head they are on: not a push to the PR.
+		newHead = false
+	}
 	if _, own := d.(*events.BranchUpdated); own && newHead {
 		// The merger brought the approved head up to date: the approval
-		// carries over, the checks start again.
-		p.Head, p.Waiting, newHead = head, nil, false
+		// carries over, the checks start again, and a candidate built
+		// from the old head is gone.
+		p.Head, p.Waiting, p.Candidate, newHead = head, nil, nil, false
 	}
 	if newHead {
 		// A new head: nothing said about the old one holds, but a queue
 		// place (the merger re-verifies and says so) and an escalation.
+		// A candidate and a conflict were of the old head.
 		p.Head, p.Reviewing, p.Approvers, p.Waiting = head, "", nil, nil
 		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, nil
+		p.Candidate, p.Conflict = nil, nil
 	}
 	review := func(s events.Status) {
 		p.Status, p.Fixing, p.Escalation, p.EscalationDetail = s, false, "", ""
@@ -208,10 +280,11 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		}
 		b.leaveQueue(p)
 	case *events.FeedbackAddressed:
-		p.Fixing, p.FixCycle = false, e.FixCycle
+		// Also the answer to a conflict resolution: a fix cycle.
+		p.Fixing, p.FixCycle, p.Conflict = false, e.FixCycle, nil
 		p.Status = events.StatusPending
 	case *events.FeedbackSkipped:
-		p.Fixing = false
+		p.Fixing, p.Conflict = false, nil
 	case *events.ReviewApproved:
 		review(e.Status)
 		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, slices.Clone(e.IgnoredFindings)
@@ -223,28 +296,52 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.Escalation, p.EscalationDetail = e.Reason, e.Detail
 	case *events.MergeQueued:
 		if !p.Queued() || p.Base != e.BaseBranch {
-			p.QueuedSeq, p.QueuedAt = b.seq, at
+			// A new place in line: no candidate has been built for it.
+			p.QueuedSeq, p.QueuedAt, p.Candidate = b.seq, at, nil
 		}
-		p.Base = e.BaseBranch
+		p.Base, p.Conflict = e.BaseBranch, nil
+		p.QueueMode, p.Batch = e.Mode, slices.Clone(e.Ahead)
+	case *events.MergeCandidate:
+		if !p.Queued() {
+			// A candidate given up after the PR left the queue (or one of
+			// a queue this board never saw it join) says nothing of where
+			// it stands now.
+			break
+		}
+		p.Candidate = &Candidate{
+			State: e.State, SHA: e.Candidate, Branch: events.CleanTitle(e.Branch), BaseSHA: e.BaseSHA,
+			Position: e.Position, Ahead: slices.Clone(e.Ahead), Detail: events.CleanTitle(e.Detail),
+		}
+		p.Waiting, p.QueueMode = nil, Speculative // the new candidate's checks are yet to be named
 	case *events.MergeWaiting:
 		p.Waiting = slices.Clone(e.Checks)
 		if e.BaseBranch != "" {
 			p.Base = e.BaseBranch
 		}
+		if p.Candidate != nil && p.Candidate.Built() {
+			p.Candidate.Checked = true
+		}
 	case *events.Merged:
-		p.Merged, p.MergeSHA = true, e.MergeSHA
+		p.Merged, p.MergeSHA, p.Conflict = true, e.MergeSHA, nil
 		b.leaveQueue(p)
 	case *events.MergeFailed:
 		b.leaveQueue(p)
 	case *events.Closed:
-		p.Closed, p.Merged = true, e.Merged || p.Merged
+		p.Closed, p.Merged, p.Conflict = true, e.Merged || p.Merged, nil
 		b.leaveQueue(p)
 	case *events.EscalationRequested:
+		// Also the answer to a conflict the agent could not resolve.
 		p.Escalation, p.EscalationDetail, p.Fixing = e.Reason, firstNonEmpty(e.LastError, e.Detail), false
+		p.Conflict = nil
 	case *events.Escalated:
 		p.Escalation = e.Reason
 	case *events.EscalationResolved:
-		p.Escalation, p.EscalationDetail, p.FixCycle = "", "", 0
+		p.Escalation, p.EscalationDetail, p.FixCycle, p.Conflict = "", "", 0, nil
+	case *events.ConflictResolveRequested:
+		// The merger took the PR out of its queue and handed the conflict
+		// to the agent (through the feedback service).
+		b.leaveQueue(p)
+		p.Conflict = &Conflict{Base: events.CleanTitle(e.BaseBranch), BaseSHA: e.BaseSHA, Detail: events.CleanTitle(e.Detail)}
 	}
 }
 
@@ -266,7 +363,10 @@ func (p *PR) quorumAgain(s events.Status) bool {
 	return s == p.Status && len(p.QuorumMissing) > 0
 }
 
-func (b *Board) leaveQueue(p *PR) { p.QueuedSeq, p.QueuedAt, p.Waiting = 0, time.Time{}, nil }
+func (b *Board) leaveQueue(p *PR) {
+	p.QueuedSeq, p.QueuedAt, p.Waiting = 0, time.Time{}, nil
+	p.QueueMode, p.Batch, p.Candidate = "", nil, nil
+}
 
 // Queue returns the merge queue of a repository's base branch, first in
 // line first.
@@ -296,16 +396,37 @@ func (b *Board) Position(pr ghref.PR) int {
 	return 0
 }
 
+// Batch returns the PRs a speculative queue tests pr together with: those
+// the merger said were queued ahead of it (PRMergeQueued's Ahead), less
+// those the board has seen leave that queue since. Nil in a serial queue.
+func (b *Board) Batch(pr ghref.PR) []int {
+	p := b.Get(pr)
+	if p == nil || !p.Queued() || p.QueueMode != Speculative {
+		return nil
+	}
+	var out []int
+	for _, n := range p.Batch {
+		// A PR the board does not know (its events are older than the
+		// board) is taken on the merger's word.
+		if q := b.Get(pr.RepoRef().PR(n)); q == nil || q.Queued() && q.Base == p.Base {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // Line says where pr stands. A PR no event named is "not watched".
 func (b *Board) Line(pr ghref.PR, o Options) Line {
 	p := b.Get(pr)
 	if p == nil {
 		return Line{Pending, "not watched by prloop"}
 	}
-	return clip(line(p, b.Position(pr), o))
+	return clip(line(p, b.Position(pr), b.Batch(pr), o))
 }
 
-func line(p *PR, pos int, o Options) Line {
+// line renders p, pos-th in its merge queue (0: not queued), tested
+// together with batch in a speculative queue.
+func line(p *PR, pos int, batch []int, o Options) Line {
 	switch {
 	case p.Merged && p.MergeSHA != "":
 		return Line{Success, "merged as " + ghref.ShortSHA(p.MergeSHA)}
@@ -319,10 +440,18 @@ func line(p *PR, pos int, o Options) Line {
 			text += " (label " + o.Label + ")"
 		}
 		return Line{Error, text}
+	case p.Conflict != nil:
+		return Line{Pending, "conflicts with " + p.Conflict.Base + when(p.Conflict.BaseSHA != "", " at "+ghref.ShortSHA(p.Conflict.BaseSHA)) + "; the agent is resolving it"}
 	case p.Fixing:
 		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, o.MaxFixCycles), SetAside(len(p.Ignored)))}
+	case p.Status == events.StatusApproved && pos > 0 && p.Candidate != nil:
+		return Line{Pending, candidateLine(p)}
 	case p.Status == events.StatusApproved && pos > 0 && len(p.Waiting) > 0:
 		return Line{Pending, "approved" + by(p.Approvers) + " — waiting for checks: " + strings.Join(p.Waiting, ", ")}
+	case p.Status == events.StatusApproved && pos > 0 && p.QueueMode == Speculative:
+		// The merger's count of those ahead, not the board's: the board
+		// may not have seen every PR ahead join the queue.
+		return Line{Pending, fmt.Sprintf("queued %s on %s", ordinal(len(batch)+1), p.Base) + when(len(batch) > 0, ", tested together with "+Numbers(batch))}
 	case p.Status == events.StatusApproved && pos > 0:
 		return Line{Pending, fmt.Sprintf("approved%s — %s in the merge queue for %s", by(p.Approvers), ordinal(pos), p.Base)}
 	case p.Status == events.StatusApproved:
@@ -339,6 +468,32 @@ func line(p *PR, pos int, o Options) Line {
 		return Line{Pending, "👀 " + p.Reviewing + " is reviewing"}
 	}
 	return Line{Pending, "waiting for review"}
+}
+
+// candidateLine says which candidate a queued PR rides in and how far its
+// CI is. The branch is left out when the line would be too long: the CI's
+// progress is what the reader waits for, and explain names the branch.
+func candidateLine(p *PR) string {
+	c := p.Candidate
+	if !c.Built() {
+		return fmt.Sprintf("in the merge queue of %s, candidate %s invalidated%s; a new one is being built",
+			p.Base, ghref.ShortSHA(c.SHA), when(c.Detail != "", " ("+c.Detail+")"))
+	}
+	ride := fmt.Sprintf("in the merge queue of %s, rides in candidate %d", p.Base, c.Position) + when(len(c.Ahead) > 0, " (with "+Numbers(c.Ahead)+" ahead)")
+	tail := " at " + ghref.ShortSHA(c.SHA) + ": " + c.Progress(p.Waiting)
+	if text := ride + " on " + c.Branch + tail; c.Branch != "" && len(text) <= MaxText {
+		return text
+	}
+	return ride + tail
+}
+
+// Numbers lists PR numbers as people write them: "#41, #42".
+func Numbers(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprintf("#%d", n)
+	}
+	return strings.Join(s, ", ")
 }
 
 // QuorumProgress says how far the quorum's bots are: "2 of 3 bot reviews:
@@ -402,6 +557,13 @@ func clip(l Line) Line {
 		l.Text = string(r) + "…"
 	}
 	return l
+}
+
+func when(cond bool, s string) string {
+	if cond {
+		return s
+	}
+	return ""
 }
 
 func firstNonEmpty(s ...string) string {

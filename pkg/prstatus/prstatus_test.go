@@ -24,6 +24,9 @@ var (
 const (
 	headA = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	headB = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	cand  = "c0ffee1c0ffee1c0ffee1c0ffee1c0ffee1c0ff"
+	cand2 = "c0ffee2c0ffee2c0ffee2c0ffee2c0ffee2c0ff"
+	tip   = "ba5e123ba5e123ba5e123ba5e123ba5e123ba5e"
 )
 
 func base(pr ghref.PR, head string) events.Base { return events.Base{PR: pr, HeadSHA: head} }
@@ -32,7 +35,16 @@ func TestLine_EveryTrigger(t *testing.T) {
 	t.Parallel()
 	approved := &events.ReviewApproved{Base: base(pr1, headA), Status: events.StatusApproved, Approvers: []string{"alice"}}
 	queued := &events.MergeQueued{Base: base(pr1, headA), Position: 1, BaseBranch: "main"}
-	for _, tc := range []struct {
+	// The speculative queue: pr1 queued behind #41, riding in candidate 2.
+	pr41, pr42 := pr1.RepoRef().PR(41), pr1.RepoRef().PR(42)
+	specQueued := &events.MergeQueued{Base: base(pr1, headA), Position: 2, BaseBranch: "main", Mode: prstatus.Speculative, Ahead: []int{41}}
+	built := &events.MergeCandidate{Base: base(pr1, headA), BaseBranch: "main", State: events.CandidateBuilt, Candidate: cand,
+		Branch: "prloop/queue/main/2", BaseSHA: tip, Position: 2, Ahead: []int{41}}
+	invalidated := &events.MergeCandidate{Base: base(pr1, headA), BaseBranch: "main", State: events.CandidateInvalidated, Candidate: cand,
+		Branch: "prloop/queue/main/2", BaseSHA: tip, Position: 2, Ahead: []int{41}, Detail: "main moved to 0d15ea5"}
+	riding := "in the merge queue of main, rides in candidate 2 (with #41 ahead) on prloop/queue/main/2 at c0ffee1: "
+	conflict := &events.ConflictResolveRequested{Base: base(pr1, headA), BaseBranch: "main", BaseSHA: tip, Detail: "both modified a.go", Epoch: 1}
+	tests := []struct {
 		name   string
 		events []events.Data
 		want   prstatus.Line
@@ -144,7 +156,74 @@ func TestLine_EveryTrigger(t *testing.T) {
 			want: prstatus.Line{State: prstatus.Pending, Text: "closed without merging"}},
 		{name: "merged outside prloop", events: []events.Data{&events.Closed{Base: base(pr1, headA), Merged: true}},
 			want: prstatus.Line{State: prstatus.Success, Text: "merged"}},
-	} {
+		{name: "a serial queue's Ahead does not change its place", events: []events.Data{approved,
+			&events.MergeQueued{Base: base(pr1, headA), Position: 2, BaseBranch: "main", Mode: "serial", Ahead: []int{41}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
+		{name: "speculative: queued with its batch", events: []events.Data{approved,
+			&events.MergeQueued{Base: base(pr1, headA), Position: 3, BaseBranch: "main", Mode: prstatus.Speculative, Ahead: []int{41, 42}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "queued 3rd on main, tested together with #41, #42"}},
+		{name: "speculative: first in line, tested alone", events: []events.Data{approved,
+			&events.MergeQueued{Base: base(pr1, headA), Position: 1, BaseBranch: "main", Mode: prstatus.Speculative},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "queued 1st on main"}},
+		{name: "speculative: a PR ahead that merged leaves the batch", events: []events.Data{
+			&events.MergeQueued{Base: base(pr41, headB), Position: 1, BaseBranch: "main", Mode: prstatus.Speculative},
+			&events.MergeQueued{Base: base(pr42, headB), Position: 2, BaseBranch: "main", Mode: prstatus.Speculative, Ahead: []int{41}},
+			approved,
+			&events.MergeQueued{Base: base(pr1, headA), Position: 3, BaseBranch: "main", Mode: prstatus.Speculative, Ahead: []int{41, 42}},
+			&events.Merged{Base: base(pr41, headB), MergeSHA: headB},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "queued 2nd on main, tested together with #42"}},
+		{name: "candidate built: CI running", events: []events.Data{approved, specQueued, built},
+			want: prstatus.Line{State: prstatus.Pending, Text: riding + "CI running"}},
+		{name: "candidate waits for checks", events: []events.Data{approved, specQueued, built,
+			&events.MergeWaiting{Base: base(pr1, headA), BaseBranch: "main", Checks: []string{"ci/build", "lint"}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: riding + "waiting for checks: ci/build, lint"}},
+		{name: "checks named on the candidate are not a new head", events: []events.Data{approved, specQueued, built,
+			&events.MergeWaiting{Base: base(pr1, cand), BaseBranch: "main", Checks: []string{"ci/build"}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: riding + "waiting for checks: ci/build"}},
+		{name: "candidate green", events: []events.Data{approved, specQueued, built,
+			&events.MergeWaiting{Base: base(pr1, headA), BaseBranch: "main", Checks: []string{"ci/build"}},
+			&events.MergeWaiting{Base: base(pr1, headA), BaseBranch: "main", Checks: []string{}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: riding + "checks passed, merging"}},
+		{name: "candidate invalidated", events: []events.Data{approved, specQueued, built,
+			&events.MergeWaiting{Base: base(pr1, headA), BaseBranch: "main", Checks: []string{"ci/build"}}, invalidated,
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "in the merge queue of main, candidate c0ffee1 invalidated (main moved to 0d15ea5); a new one is being built"}},
+		{name: "a new candidate after an invalidated one starts its CI afresh", events: []events.Data{approved, specQueued, built,
+			&events.MergeWaiting{Base: base(pr1, headA), BaseBranch: "main", Checks: []string{"ci/build"}}, invalidated,
+			&events.MergeCandidate{Base: base(pr1, headA), BaseBranch: "main", State: events.CandidateBuilt, Candidate: cand2,
+				Branch: "prloop/queue/main/1", BaseSHA: tip, Position: 1},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "in the merge queue of main, rides in candidate 1 on prloop/queue/main/1 at c0ffee2: CI running"}},
+		{name: "an invalidation's detail is cleaned", events: []events.Data{approved, specQueued,
+			&events.MergeCandidate{Base: base(pr1, headA), BaseBranch: "main", State: events.CandidateInvalidated, Candidate: cand,
+				Detail: "check\n\x1b[2Jfailed\u202e"},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "in the merge queue of main, candidate c0ffee1 invalidated (check [2Jfailed); a new one is being built"}},
+		{name: "a long branch gives way to the CI's progress", events: []events.Data{approved, specQueued,
+			&events.MergeCandidate{Base: base(pr1, headA), BaseBranch: "main", State: events.CandidateBuilt, Candidate: cand,
+				Branch: "prloop/queue/main/" + strings.Repeat("x", 80), Position: 2, Ahead: []int{41}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "in the merge queue of main, rides in candidate 2 (with #41 ahead) at c0ffee1: CI running"}},
+		{name: "a candidate given up after the PR left the queue", events: []events.Data{approved, specQueued, built,
+			&events.MergeFailed{Base: base(pr1, headA), Reason: events.ReasonApprovalWithdrawn}, invalidated,
+		}, want: prstatus.Line{State: prstatus.Success, Text: "approved by alice"}},
+		{name: "the candidate leaves with the PR; queued again, none yet", events: []events.Data{approved, specQueued, built,
+			&events.MergeFailed{Base: base(pr1, headA), Reason: events.ReasonChecksFailed}, specQueued,
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "queued 2nd on main, tested together with #41"}},
+		{name: "conflict: the agent is resolving it", events: []events.Data{approved, specQueued, built, conflict},
+			want: prstatus.Line{State: prstatus.Pending, Text: "conflicts with main at ba5e123; the agent is resolving it"}},
+		{name: "conflict resolved: review again", events: []events.Data{approved, queued, conflict,
+			&events.FeedbackAddressed{Base: base(pr1, headB), PreviousHeadSHA: headA, FixCycle: 1},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "conflict the agent could not resolve", events: []events.Data{approved, queued, conflict,
+			&events.EscalationRequested{Base: base(pr1, headA), Reason: events.ReasonMergeConflict},
+			&events.Escalated{Base: base(pr1, headA), Reason: events.ReasonMergeConflict},
+		}, want: prstatus.Line{State: prstatus.Error, Text: "needs a human: merge conflict (label human-review-required)"}},
+		{name: "a push by the author ends the conflict", events: []events.Data{approved, queued, conflict,
+			&events.ReviewPending{Base: base(pr1, headB), Status: events.StatusPending},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+	}
+	covered := map[events.Type]bool{}
+	for _, tc := range tests {
+		for _, e := range tc.events {
+			covered[e.EventType()] = true
+		}
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := prstatus.NewBoard()
@@ -154,6 +233,9 @@ func TestLine_EveryTrigger(t *testing.T) {
 			}
 			assert.Equal(t, tc.want, b.Line(pr1, opts))
 		})
+	}
+	for _, typ := range events.Types {
+		assert.True(t, covered[typ], "no case applies a %s", typ)
 	}
 }
 

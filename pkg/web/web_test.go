@@ -126,6 +126,23 @@ func TestPage_Renders(t *testing.T) {
 			wantNot: []string{`id="loading"`, "Every merge queue is empty.", "No escalation yet."},
 		},
 		{
+			name: "speculative mode: the candidate each PR rides in, a conflict the agent resolves", caughtUp: true,
+			events: []applied{
+				{&events.ReviewApproved{Base: b(pr1), Status: events.StatusApproved, Approvers: []string{"alice"}}, t0},
+				{&events.MergeQueued{Base: b(pr1), BaseBranch: "main", Position: 1, Mode: prstatus.Speculative}, t0},
+				{&events.ReviewApproved{Base: b(pr2), Status: events.StatusApproved, Approvers: []string{"bob"}}, t0},
+				{&events.MergeQueued{Base: b(pr2), BaseBranch: "main", Position: 2, Mode: prstatus.Speculative, Ahead: []int{1}}, t0},
+				{&events.MergeCandidate{Base: b(pr2), BaseBranch: "main", State: events.CandidateBuilt, Candidate: "c0ffee1c0ffee1", Branch: "prloop/queue/main/2", Position: 2, Ahead: []int{1}}, t0},
+				{&events.ReviewApproved{Base: b(pr3), Status: events.StatusApproved, Approvers: []string{"carol"}}, t0},
+				{&events.ConflictResolveRequested{Base: b(pr3), BaseBranch: "main", BaseSHA: "ba5e123ba5e123"}, t0},
+			},
+			want: []string{
+				"queued 1st on main",
+				"in the merge queue of main, rides in candidate 2 (with #1 ahead) on prloop/queue/main/2 at c0ffee1: CI running",
+				"conflicts with main at ba5e123; the agent is resolving it",
+			},
+		},
+		{
 			name: "merged", caughtUp: true,
 			events: []applied{{&events.Merged{Base: b(pr1), MergeSHA: "feedfacecafe"}, t0}},
 			want:   []string{`<span class="badge success">success</span>`, "merged as feedfac", "Every merge queue is empty."},
@@ -168,6 +185,19 @@ func TestPage_EscapesHostileValues(t *testing.T) {
 			{name: "escalation reason and detail", events: []applied{
 				{&events.EscalationRequested{Base: b(evil), Reason: events.Reason(hostile), LastError: hostile}, t0},
 				{&events.Escalated{Base: b(evil), Reason: events.Reason(hostile)}, t0},
+			}},
+			{name: "candidate branch", events: []applied{
+				{&events.ReviewApproved{Base: b(evil), Status: events.StatusApproved, Approvers: []string{"alice"}}, t0},
+				{&events.MergeQueued{Base: b(evil), BaseBranch: "main", Mode: prstatus.Speculative}, t0},
+				{&events.MergeCandidate{Base: b(evil), BaseBranch: "main", State: events.CandidateBuilt, Candidate: "c0ffee1", Branch: hostile, Position: 1}, t0},
+			}},
+			{name: "candidate invalidation detail", events: []applied{
+				{&events.ReviewApproved{Base: b(evil), Status: events.StatusApproved, Approvers: []string{"alice"}}, t0},
+				{&events.MergeQueued{Base: b(evil), BaseBranch: "main", Mode: prstatus.Speculative}, t0},
+				{&events.MergeCandidate{Base: b(evil), BaseBranch: "main", State: events.CandidateInvalidated, Candidate: "c0ffee1", Detail: hostile}, t0},
+			}},
+			{name: "conflict base", events: []applied{
+				{&events.ConflictResolveRequested{Base: b(evil), BaseBranch: hostile, BaseSHA: "ba5e123", Detail: hostile}, t0},
 			}},
 			{name: "head", events: []applied{{&events.ReviewPending{Base: events.Base{PR: evil, HeadSHA: hostile}, Status: events.StatusPending}, t0}}},
 			{name: "title in the list and the queue", events: []applied{

@@ -124,6 +124,10 @@ func TestRequestOf(t *testing.T) {
 		{name: "a request without a reason code is refused", ok: true, wantErr: true, data: &events.EscalationRequested{Base: b, Severity: events.SeverityInfo}},
 		{name: "a reason that is not a code is refused", ok: true, wantErr: true, data: &events.EscalationRequested{Base: b, Reason: "x --> y"}},
 		{name: "other events are not requests", data: &events.Merged{Base: b}},
+		// A conflict goes to the agent first: only the feedback service's
+		// PREscalationRequested (merge_conflict) when it fails calls a human.
+		{name: "a conflict handed to the agent is not a request", data: &events.ConflictResolveRequested{Base: b, BaseBranch: "main", BaseSHA: "def", Epoch: 1}},
+		{name: "a candidate given up is not a request", data: &events.MergeCandidate{Base: b, State: events.CandidateInvalidated, Candidate: "c1", Detail: "main moved"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
