@@ -26,6 +26,7 @@ import (
 //	pending.<owner>.<repo>.<seq>       an approval not yet queued (a Pending)
 //	q.<owner>.<repo>.<base>.<number>   a queued PR (an Entry), ordered by Entry.Seq
 //	lock.<owner>.<repo>.<base>         the base's merge lock (a kvlease.Record)
+//	batch.<owner>.<repo>.<base>        the speculative queue's candidates (a Batch)
 //
 // Base names are case-folded in keys, so bases that differ only in case
 // share a queue: that serialises a little more than needed, never less.

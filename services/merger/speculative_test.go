@@ -234,3 +234,39 @@ func TestSpeculative_WithdrawnApprovalLeavesItsCandidates(t *testing.T) {
 	assert.NotContains(t, e.git("ls-tree", "-r", "--name-only", "main"), "b.txt")
 	e.waitQueueEmpty()
 }
+
+func TestSpeculative_ReplicaTakingOverBuildsTheSameCandidates(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "b.txt")
+	var green atomic.Bool
+	e.candidateCI(func(*events.MergeCandidate, []string) string {
+		if green.Load() {
+			return "success"
+		}
+		return ""
+	})
+	stop := e.start(config(speculative), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+	for _, pr := range prs {
+		e.rec.Wait(t, pr, events.TypeMergeCandidate, waitFor)
+	}
+	stop()
+	// The record of the candidates is gone too, as if it had never been
+	// written: the new replica builds from GitHub alone.
+	require.NoError(t, e.kv.Purge(t.Context(), "batch.acme.widgets.main"))
+	e.start(config(speculative), "replica-2")
+	green.Store(true)
+
+	for _, pr := range prs {
+		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
+		assert.Equal(t, 1, e.rec.Count(pr, events.TypeMerged))
+		built := e.candidates(pr, events.CandidateBuilt)
+		assert.Len(t, built, 1, "the replica taking over built the same commit for %s, whose CI counts", pr)
+		assert.Empty(t, e.candidates(pr, events.CandidateInvalidated))
+		assert.Equal(t, built[0].Tree, e.mergedTree(pr))
+	}
+	e.waitQueueEmpty()
+}
