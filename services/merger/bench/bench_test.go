@@ -67,6 +67,7 @@ func TestBench_SerialTiny(t *testing.T) {
 	assert.Empty(t, r.brokenMerged)
 	assert.Empty(t, r.others)
 	assert.Zero(t, r.untested, "every merge lands a tree CI passed")
+	assert.Zero(t, r.early, "serial merges only after CI passed the tree")
 	assert.Zero(t, r.foreign)
 	assert.Equal(t, 4, r.ciRuns, "serial tests each updated head once")
 	assert.Zero(t, r.candidateRuns)

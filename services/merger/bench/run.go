@@ -44,12 +44,15 @@ type result struct {
 	// the other ways PRs left without a merge, by reason.
 	failedChecks []int
 	others       map[events.Reason][]int
-	// untested counts merges after which main's tree was not one CI had
-	// passed before the merge; foreign counts commits on main that no
-	// bench PR's merge made (counted as untested too).
-	untested, foreign int
-	brokenMerged      []int
-	notes             []string
+	// untested counts merges after which main's tree was not one CI
+	// passed; foreign counts commits on main that no bench PR's merge
+	// made (counted as untested too). early counts merges whose tree CI
+	// passed only after the merge: never right for serial, and for a
+	// speculative batch the PRs merged ahead of the green candidate that
+	// includes them, whose own candidates had not reported yet.
+	untested, foreign, early int
+	brokenMerged             []int
+	notes                    []string
 }
 
 // run measures each contender in turn with the merger binary bin, each in
@@ -235,11 +238,12 @@ func (res *result) fill(ctx context.Context, w *world, approved map[int]time.Tim
 }
 
 // checkSafety walks main's first-parent history since the start: after
-// every merge, main's tree must be a tree CI passed before that merge
-// (with serial the updated PR head, with speculative a candidate). The
-// merge time is the simulator's, taken when the merge request arrived; a
-// run counts from just before its status was set, so a merge that raced
-// the status by less than the write's own duration would pass unseen.
+// every merge, main's tree must be a tree CI passed (with serial the
+// updated PR head, with speculative a candidate), and is counted as early
+// when that pass came after the merge. The merge time is the simulator's,
+// taken when the merge request arrived; a run counts from just before its
+// status was set, so a merge that raced the status by less than the
+// write's own duration is not counted early.
 func (res *result) checkSafety(ctx context.Context, w *world, runs []simci.Run) error {
 	passed := map[string]time.Time{} // tree -> first passing run's report
 	for _, r := range runs {
@@ -276,8 +280,11 @@ func (res *result) checkSafety(ctx context.Context, w *world, runs []simci.Run) 
 		if err != nil {
 			return err
 		}
-		if t, ok := passed[tree]; !ok || t.After(at) {
+		switch t, ok := passed[tree]; {
+		case !ok:
 			res.untested++
+		case t.After(at):
+			res.early++
 		}
 	}
 	return nil
