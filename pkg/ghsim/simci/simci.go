@@ -72,11 +72,11 @@ type CI struct {
 	// Failure (default: Success).
 	Verdict func(files []string) string
 
-	mu      sync.Mutex
-	branch  map[string]string // sha -> a branch it was seen on
-	runs    []Run
-	errs    []error
-	started sync.WaitGroup
+	mu       sync.Mutex
+	branch   map[string]string // sha -> a branch it was seen on
+	runs     []Run
+	errs     []error
+	inflight sync.WaitGroup
 }
 
 // Start notes the branches' commits as already there and tests every
@@ -98,9 +98,9 @@ func (c *CI) Start(ctx context.Context) error {
 	for _, sha := range existing {
 		skip[sha] = true
 	}
-	c.started.Add(1)
+	c.inflight.Add(1)
 	go func() {
-		defer c.started.Done()
+		defer c.inflight.Done()
 		ReportNew(ctx, every, func() bool { return false }, func() []string {
 			branches, err := c.Sim.Branches(c.Repo)
 			if err != nil {
@@ -125,9 +125,9 @@ func (c *CI) Start(ctx context.Context) error {
 			if err := c.Sim.SetStatus(c.Repo, sha, c.Context, "pending"); err != nil {
 				return err
 			}
-			c.started.Add(1)
+			c.inflight.Add(1)
 			go func() {
-				defer c.started.Done()
+				defer c.inflight.Done()
 				c.test(ctx, sha)
 			}()
 			return nil
@@ -172,7 +172,7 @@ func (c *CI) fail(err error) {
 }
 
 // Wait waits, after Start's context is done, until no run is in flight.
-func (c *CI) Wait() { c.started.Wait() }
+func (c *CI) Wait() { c.inflight.Wait() }
 
 // Runs returns the runs that reported so far, in the order they did.
 func (c *CI) Runs() []Run {

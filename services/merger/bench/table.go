@@ -93,7 +93,7 @@ func printTable(out io.Writer, o options, rs []result) {
 	line("PRs merged", fmt.Sprintf("%d (all but the broken)", o.prs-brokenCount(rs)), func(r result) float64 { return float64(r.merged) }, "%.0f")
 	line("PRs removed as failing (checks_failed)", "exactly the broken ones", func(r result) float64 { return float64(len(r.failedChecks)) }, "%.0f")
 	line("merges of an untested tree", "0", func(r result) float64 { return float64(r.untested) }, "%.0f")
-	line("… of a tree CI passed only after the merge", "0 serial; speculative: see below", func(r result) float64 { return float64(r.early) }, "%.0f")
+	line("… of a tree CI passed only after the merge", "0 serial (speculative: below)", func(r result) float64 { return float64(r.early) }, "%.0f")
 	line("broken PRs merged", "0", func(r result) float64 { return float64(len(r.brokenMerged)) }, "%.0f")
 
 	fmt.Fprintln(out)
