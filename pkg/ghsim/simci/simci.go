@@ -44,7 +44,8 @@ const (
 )
 
 // Run is one CI run: the commit tested, the branch it was found on, its
-// tree, the verdict and when the run started and reported.
+// tree, the verdict, when the run started and when it finished, taken
+// just before the verdict was set: nobody saw the verdict earlier.
 type Run struct {
 	SHA, Branch, Tree string
 	State             string
@@ -155,11 +156,11 @@ func (c *CI) test(ctx context.Context, sha string) {
 	if ctxtime.Sleep(ctx, c.Duration) != nil {
 		return
 	}
+	r.Finished = time.Now()
 	if err := c.Sim.SetStatus(c.Repo, sha, c.Context, r.State); err != nil {
 		c.fail(err)
 		return
 	}
-	r.Finished = time.Now()
 	c.mu.Lock()
 	c.runs = append(c.runs, r)
 	c.mu.Unlock()
