@@ -71,6 +71,7 @@ func TestBench_SerialTiny(t *testing.T) {
 	assert.Zero(t, r.foreign)
 	assert.Equal(t, 4, r.ciRuns, "serial tests each updated head once")
 	assert.Zero(t, r.candidateRuns)
+	assert.Zero(t, r.candidateEvents)
 	assert.Len(t, r.latencies, 3)
 	assert.Empty(t, r.notes)
 	f := o.figures(r)

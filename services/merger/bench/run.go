@@ -38,8 +38,9 @@ type result struct {
 	// latencies are approval to merge, per merged PR, sorted.
 	latencies []time.Duration
 	ciRuns    int
-	// candidateRuns are the CI runs on the queue's candidate branches.
-	candidateRuns int
+	// candidateRuns are the CI runs on the queue's candidate branches;
+	// candidateEvents the PRMergeCandidate events (built or invalidated).
+	candidateRuns, candidateEvents int
 	// failedChecks are the PRs removed with reason checks_failed; others
 	// the other ways PRs left without a merge, by reason.
 	failedChecks []int
@@ -215,6 +216,7 @@ func (res *result) fill(ctx context.Context, w *world, approved map[int]time.Tim
 	for _, p := range w.prs {
 		n := p.pr.Number
 		o := outcomes[n]
+		res.candidateEvents += o.candidates
 		switch {
 		case !o.merged.IsZero():
 			res.merged++

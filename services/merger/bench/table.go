@@ -147,8 +147,8 @@ func (r result) verdicts() []string {
 	for reason, prs := range r.others {
 		v = append(v, fmt.Sprintf("left the queue with %s: %v", reason, prs))
 	}
-	if r.candidateRuns > 0 {
-		v = append(v, fmt.Sprintf("%d of %d CI runs on candidates", r.candidateRuns, r.ciRuns))
+	if r.candidateRuns > 0 || r.candidateEvents > 0 {
+		v = append(v, fmt.Sprintf("%d of %d CI runs on candidates, %d PRMergeCandidate events", r.candidateRuns, r.ciRuns, r.candidateEvents))
 	}
 	return v
 }
