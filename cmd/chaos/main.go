@@ -125,24 +125,6 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
-// repoRoot is the nearest directory above the working directory with go.work.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory: run chaos from prloop's repository")
-		}
-		dir = parent
-	}
-}
-
 // buildServices builds the four service binaries once into dir.
 func buildServices(ctx context.Context, root, dir string) (map[string]string, error) {
 	bins := map[string]string{}

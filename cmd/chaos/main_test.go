@@ -11,6 +11,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/ghsim/simci"
 )
 
 func TestParseFlags(t *testing.T) {
@@ -76,8 +77,8 @@ func TestReportCI_EveryHeadUntilMergedOrClosed(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		reportCI(t.Context(), time.Millisecond, func() bool { return rec.ended(pr) },
-			func() string { mu.Lock(); defer mu.Unlock(); return head },
+		simci.ReportNew(t.Context(), time.Millisecond, func() bool { return rec.ended(pr) },
+			func() []string { mu.Lock(); defer mu.Unlock(); return []string{head} },
 			func(sha string) error { mu.Lock(); reported = append(reported, sha); mu.Unlock(); return nil })
 	}()
 	require.Eventually(t, func() bool { return slices.Equal(got(), []string{"h1"}) }, 10*time.Second, time.Millisecond)

@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/prloop/prloop/pkg/benchrun"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/state"
@@ -88,7 +89,7 @@ func (l *lockedRand) between(lo, hi time.Duration) time.Duration {
 func run(ctx context.Context, o options) (*report, error) {
 	rep := newReport(o)
 	fmt.Printf("chaos: seed %d, %d PRs over %d repositories, faults %s\n", o.seed, o.prs, o.repos, rep.faultList())
-	root, err := repoRoot()
+	root, err := benchrun.Root()
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/ghsim/simci"
 )
 
 // reviewTimeout is the services' PRLOOP_REVIEW_TIMEOUT: long enough for a
@@ -263,22 +264,8 @@ func (w *world) requestChanges(l *lifecycle, round int) {
 // first PR waits for checks nobody reports holds up every PR behind it
 // for PRLOOP_CHECKS_TIMEOUT.
 func (w *world) runCI(ctx context.Context, l *lifecycle, state string) {
-	reportCI(ctx, 500*time.Millisecond, func() bool { return w.rec.ended(l.pr) }, func() string { return w.head(l) },
+	simci.ReportNew(ctx, 500*time.Millisecond, func() bool { return w.rec.ended(l.pr) }, func() []string { return []string{w.head(l)} },
 		func(sha string) error { return w.sim.SetStatus(l.repo, sha, "ci", state) })
-}
-
-// reportCI is runCI's loop: every interval until ended, it reports on the
-// head when the head is new.
-func reportCI(ctx context.Context, every time.Duration, ended func() bool, head func() string, report func(sha string) error) {
-	last := ""
-	for ctx.Err() == nil && !ended() {
-		if h := head(); h != "" && h != last {
-			if err := report(h); err == nil {
-				last = h
-			}
-		}
-		sleep(ctx, every)
-	}
 }
 
 func (w *world) waitTerminal(ctx context.Context, l *lifecycle) {

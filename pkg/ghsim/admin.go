@@ -1,7 +1,9 @@
 package ghsim
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -521,6 +523,75 @@ func (s *Sim) GitDir(repo ghref.Repo) string {
 		return ""
 	}
 	return rp.dir
+}
+
+// Branches returns every branch of the repository with the commit it
+// points at, as a CI system sees pushes: PR heads, the commits
+// update-branch makes and branches pushed over git alike. It reads the
+// ref files as every API read does (loose refs, then packed-refs), never
+// a git process, so a CI may look often.
+func (s *Sim) Branches(repo ghref.Repo) (map[string]string, error) {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return nil, err
+	}
+	heads := filepath.Join(rp.dir, "refs", "heads")
+	var names []string
+	err = filepath.WalkDir(heads, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(heads, path)
+		if err == nil {
+			names = append(names, filepath.ToSlash(rel))
+		}
+		return err
+	})
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("list branches of %s: %w", repo, err)
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	branches := map[string]string{}
+	for _, name := range names {
+		if sha, ok := rp.readRef(name); ok {
+			branches[name] = sha
+		}
+	}
+	rp.readPacked("") // refresh the packed refs
+	for ref, sha := range rp.packed.refs {
+		if name, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+			if _, loose := branches[name]; !loose {
+				branches[name] = sha
+			}
+		}
+	}
+	return branches, nil
+}
+
+// Tree returns the tree of commit rev (a sha or a branch) and the paths
+// of the files in it, sorted: what a check compares and what a simulated
+// CI judges a commit by.
+func (s *Sim) Tree(repo ghref.Repo, rev string) (string, []string, error) {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return "", nil, err
+	}
+	tree, err := s.git(rp.dir, nil, nil, "rev-parse", "--verify", "--end-of-options", rev+"^{tree}")
+	if err != nil {
+		return "", nil, fmt.Errorf("tree of %s@%s: %w", repo, rev, err)
+	}
+	tree = strings.TrimSpace(tree)
+	out, err := s.git(rp.dir, nil, nil, "ls-tree", "-r", "--name-only", "-z", tree)
+	if err != nil {
+		return "", nil, fmt.Errorf("files of %s@%s: %w", repo, rev, err)
+	}
+	files := strings.Split(strings.TrimSuffix(out, "\x00"), "\x00")
+	if out == "" {
+		files = nil
+	}
+	slices.Sort(files)
+	return tree, files, nil
 }
 
 // CommentSnapshot is one issue comment as the simulator holds it.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 )
 
@@ -265,4 +266,38 @@ func TestOpenPRs_BulkAndPaging(t *testing.T) {
 	assert.Equal(t, git(t, bare, "rev-parse", "main"), git(t, bare, "rev-parse", info.HeadSHA+"^"))
 	p := getPull(t, e, prs[10].Number)
 	assert.Equal(t, "clean", p.MergeableState)
+}
+
+// TestBranchesAndTree: what a simulated CI reads of a repository, every
+// branch's commit (update-branch's new head included) and a commit's tree
+// and files, agrees with git.
+func TestBranchesAndTree(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	bare := e.sim.GitDir(e.repo)
+	_, err := e.sim.PushCommit(e.repo, "main", "octo", map[string]string{"docs/other.txt": "x\n"}, "Other work")
+	require.NoError(t, err)
+	r := call(t, e.srv, "PUT", "/repos/octo/socket.io/pulls/1/update-branch", tokBot, map[string]string{"expected_head_sha": getPull(t, e, 1).Head.SHA})
+	require.Equal(t, 202, r.StatusCode, "%s", r.body)
+
+	branches, err := e.sim.Branches(e.repo)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		"main": git(t, bare, "rev-parse", "main"), "feature": git(t, bare, "rev-parse", "feature"),
+	}, branches)
+
+	git(t, bare, "pack-refs", "--all")
+	packed, err := e.sim.Branches(e.repo)
+	require.NoError(t, err)
+	assert.Equal(t, branches, packed, "packed refs are branches too")
+
+	tree, files, err := e.sim.Tree(e.repo, "feature")
+	require.NoError(t, err)
+	assert.Equal(t, git(t, bare, "rev-parse", "feature^{tree}"), tree)
+	assert.Equal(t, []string{"README.md", "docs/other.txt", "feature.txt", "main.go"}, files)
+
+	_, _, err = e.sim.Tree(e.repo, "no-such-branch")
+	require.Error(t, err)
+	_, err = e.sim.Branches(ghref.Repo{Owner: "octo", Name: "missing"})
+	require.Error(t, err)
 }

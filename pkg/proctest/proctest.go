@@ -16,22 +16,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/benchrun"
 )
 
 // Root returns the repository root: the nearest directory above the working
 // directory that holds go.work.
 func Root(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := benchrun.Root()
 	require.NoError(t, err)
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		require.NotEqual(t, parent, dir, "no go.work above the test's directory")
-		dir = parent
-	}
+	return root
 }
 
 var (

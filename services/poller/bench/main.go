@@ -37,6 +37,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/prloop/prloop/pkg/benchrun"
 	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
@@ -105,17 +106,15 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("prloop poller benchmark: %d PRs over %d repos, interval %s (run at %s, compression %.0fx)\n",
 		o.prs, o.repos, o.interval, realInterval, o.compress)
 
-	root, err := os.MkdirTemp(shm(), "prloop-bench-")
+	root, err := benchrun.ScratchDir("prloop-bench-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(root)
 
 	bin := filepath.Join(root, "poller")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./services/poller/cmd/poller")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("build the poller: %w", err)
+	if err := benchrun.Build(ctx, "./services/poller/cmd/poller", bin); err != nil {
+		return err
 	}
 
 	var results []result
@@ -141,13 +140,6 @@ func run(ctx context.Context, o options) error {
 	}
 	printTable(o, realInterval, results)
 	return nil
-}
-
-func shm() string {
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		return "/dev/shm"
-	}
-	return ""
 }
 
 // world is one contender's simulator and NATS.
@@ -214,7 +206,7 @@ func measure(ctx context.Context, o options, root, name string, realInterval tim
 	defer w.close()
 
 	env := append(os.Environ(),
-		"PRLOOP_NATS_URL="+w.conn.URL, "PRLOOP_GITHUB_API_URL="+w.srv.URL, "GITHUB_TOKEN=tok-prloop", "GH_TOKEN=",
+		"PRLOOP_NATS_URL="+w.conn.URL, "PRLOOP_NATS_CREDS_FILE="+w.conn.CredsFile, "PRLOOP_GITHUB_API_URL="+w.srv.URL, "GITHUB_TOKEN=tok-prloop", "GH_TOKEN=",
 		"PRLOOP_GITHUB_LOGIN=prloop-bot", "PRLOOP_REPOS="+strings.Join(w.repos, ","), "PRLOOP_REVIEWERS=alice",
 		"PRLOOP_POLL_INTERVAL="+realInterval.String(), "PRLOOP_REVIEW_TIMEOUT=0", "PRLOOP_LOG_LEVEL=warn",
 		"PRLOOP_LOG_FORMAT=text", "PRLOOP_HTTP_ADDR=", "PRLOOP_POLL_CONCURRENCY="+strconv.Itoa(o.concurrency),
@@ -227,23 +219,15 @@ func measure(ctx context.Context, o options, root, name string, realInterval tim
 	cmd.Env = env
 	cmd.Stderr = os.Stderr
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	child, err := benchrun.Start(cmd)
+	if err != nil {
 		return res, err
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-		}
-	}()
+	defer child.Stop(15 * time.Second)
 
 	// Warm-up: every PR's first status.
 	fmt.Printf("[%s] warming up (first status of every PR) …\n", name)
-	if err := waitUntil(ctx, 30*time.Minute, func() bool { return w.seen.distinctPRs() >= len(w.prs) }); err != nil {
+	if err := benchrun.WaitUntil(ctx, 30*time.Minute, func() bool { return w.seen.distinctPRs() >= len(w.prs) }); err != nil {
 		return res, fmt.Errorf("warm-up: %d of %d PRs reported: %w", w.seen.distinctPRs(), len(w.prs), err)
 	}
 	res.warmup = time.Since(start)
@@ -280,9 +264,9 @@ func measure(ctx context.Context, o options, root, name string, realInterval tim
 	res.perChange = float64(act.Counted) / float64(len(lat))
 	res.activityRequests = float64(act.Total) / actTicks
 	slices.Sort(lat)
-	res.p50 = percentile(lat, 0.50).Seconds() / realInterval.Seconds()
-	res.p99 = percentile(lat, 0.99).Seconds() / realInterval.Seconds()
-	res.p99Excess = (percentile(lat, 0.99) - realInterval).Seconds()
+	res.p50 = benchrun.Percentile(lat, 0.50).Seconds() / realInterval.Seconds()
+	res.p99 = benchrun.Percentile(lat, 0.99).Seconds() / realInterval.Seconds()
+	res.p99Excess = (benchrun.Percentile(lat, 0.99) - realInterval).Seconds()
 	res.rssMB = peakRSS(cmd.Process.Pid)
 	fmt.Printf("[%s] activity: %d changes in %s: %d primary, %d requests; peak RSS %.0f MB\n", name, len(lat), actDur.Round(time.Millisecond), act.Counted, act.Total, res.rssMB)
 	return res, nil
@@ -379,14 +363,6 @@ func (b *idBook) get(pr ghref.PR, content string) (int64, bool) {
 	return id, ok
 }
 
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(float64(len(sorted)-1) * p)
-	return sorted[i]
-}
-
 // peakRSS reads a process's peak resident set size (VmHWM) in MB.
 func peakRSS(pid int) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -405,21 +381,6 @@ func peakRSS(pid int) float64 {
 	return 0
 }
 
-func waitUntil(ctx context.Context, limit time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errors.New("timed out")
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return nil
-}
-
 // seenEvents records when each event type was first seen per PR.
 type seenEvents struct {
 	mu    sync.Mutex
@@ -429,23 +390,14 @@ type seenEvents struct {
 
 func watchEvents(ctx context.Context, js jetstream.JetStream) (*seenEvents, error) {
 	s := &seenEvents{first: map[string]time.Time{}, prs: map[string]bool{}}
-	cons, err := js.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		return nil, err
-	}
-	_, err = cons.Consume(func(m jetstream.Msg) {
-		now := time.Now()
-		pr, typ, err := events.ParseSubject(m.Subject())
-		if err != nil {
-			return
-		}
+	_, err := benchrun.WatchEvents(ctx, js, func(e benchrun.Event) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		k := pr.Key() + string(typ)
+		k := e.PR.Key() + string(e.Type)
 		if _, ok := s.first[k]; !ok {
-			s.first[k] = now
+			s.first[k] = e.Seen
 		}
-		s.prs[pr.Key()] = true
+		s.prs[e.PR.Key()] = true
 	})
 	return s, err
 }
@@ -458,7 +410,7 @@ func (s *seenEvents) distinctPRs() int {
 
 func (s *seenEvents) wait(ctx context.Context, pr ghref.PR, t events.Type, limit time.Duration) (time.Time, error) {
 	var at time.Time
-	err := waitUntil(ctx, limit, func() bool {
+	err := benchrun.WaitUntil(ctx, limit, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		var ok bool

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/benchrun"
+	"github.com/prloop/prloop/pkg/ghsim/simci"
+)
+
+// bin is the merger binary the tests run, built once by TestMain.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := benchrun.ScratchDir("prloop-merger-bench-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = filepath.Join(dir, "merger")
+	if err := benchrun.Build(context.Background(), mergerPkg, bin); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// tiny is a configuration small and compressed enough for a test: 4 PRs,
+// one of them broken, CI of 1 s; the checks timeout is long (12 s) so that
+// a loaded machine does not time out a check the CI is about to report.
+func tiny() options {
+	return options{
+		prs: 4, ci: 10 * time.Minute, fail: 0.25, compress: 600, seed: 1, depth: 4,
+		approveWithin: time.Minute, poll: 10 * time.Second, checksTimeout: 2 * time.Hour,
+		limit: time.Minute, modes: []string{"serial"},
+	}
+}
+
+// TestBench_SerialTiny runs the benchmark end to end with the real merger
+// in serial mode, so that it cannot rot silently: every good PR merges
+// after one CI run on its updated head, the broken one is removed as
+// failing, and main's tree after every merge is one CI passed.
+func TestBench_SerialTiny(t *testing.T) {
+	t.Parallel()
+	o := tiny()
+	require.NoError(t, o.validate())
+	rs, err := run(t.Context(), o, t.TempDir(), bin, io.Discard)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	r := rs[0]
+	require.Empty(t, r.unavailable)
+	require.Empty(t, r.incomplete)
+	assert.Equal(t, []int{r.broken[0]}, r.broken, "a quarter of 4 PRs is one")
+	assert.Equal(t, 3, r.merged)
+	assert.Equal(t, r.broken, r.failedChecks, "exactly the broken PR is removed as failing")
+	assert.Empty(t, r.brokenMerged)
+	assert.Empty(t, r.others)
+	assert.Zero(t, r.untested, "every merge lands a tree CI passed")
+	assert.Zero(t, r.early, "serial merges only after CI passed the tree")
+	assert.Zero(t, r.foreign)
+	assert.Equal(t, 4, r.ciRuns, "serial tests each updated head once")
+	assert.Zero(t, r.candidateRuns)
+	assert.Zero(t, r.candidateEvents)
+	assert.Len(t, r.latencies, 3)
+	assert.Empty(t, r.notes)
+	f := o.figures(r)
+	assert.Greater(t, f.perHour, 0.0)
+	assert.GreaterOrEqual(t, f.p50, 10.0, "a merge waits at least one CI run (10 modelled minutes)")
+	assert.GreaterOrEqual(t, f.p99, f.p50)
+}
+
+// TestBench_RefusedConfigurationIsNotAvailable: a contender whose
+// configuration the merger refuses (as it refuses a queue mode it does not
+// know) is reported as not available, with the merger's error, instead of
+// failing the run.
+func TestBench_RefusedConfigurationIsNotAvailable(t *testing.T) {
+	t.Parallel()
+	o := tiny()
+	o.prs, o.fail = 1, 0
+	r, err := measure(t.Context(), o, t.TempDir(), bin,
+		contender{name: "bogus", mode: "serial", env: []string{"PRLOOP_MERGE_METHOD=bogus"}}, io.Discard)
+	require.NoError(t, err)
+	assert.Contains(t, r.unavailable, "PRLOOP_MERGE_METHOD")
+	assert.Zero(t, r.merged)
+}
+
+// TestBusy: the time at least one CI run was in flight, overlaps merged
+// and runs clipped to the window.
+func TestBusy(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	run := func(a, b int) simci.Run { return simci.Run{Started: at(a), Finished: at(b)} }
+	tests := []struct {
+		name string
+		runs []simci.Run
+		want time.Duration
+	}{
+		{name: "none", want: 0},
+		{name: "one", runs: []simci.Run{run(1, 3)}, want: 2 * time.Second},
+		{name: "overlapping and nested", runs: []simci.Run{run(4, 6), run(1, 3), run(2, 5), run(2, 3)}, want: 5 * time.Second},
+		{name: "apart", runs: []simci.Run{run(1, 2), run(5, 7)}, want: 3 * time.Second},
+		{name: "clipped to the window", runs: []simci.Run{run(-5, 1), run(9, 20)}, want: 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, busy(tt.runs, at(0), at(10)))
+		})
+	}
+}

@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prloop/prloop/pkg/benchrun"
+	"github.com/prloop/prloop/pkg/ctxtime"
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/ghsim/simci"
+	"github.com/prloop/prloop/pkg/natsx"
+)
+
+// Who is who on the simulator.
+const (
+	botLogin = "prloop-bot"
+	botToken = "tok-prloop"
+	reviewer = "alice"
+	author   = "agent"
+	base     = "main"
+	// checkContext is the required check the simulated CI reports.
+	checkContext = "ci/test"
+	// brokenPrefix names the file a broken PR adds; CI fails any commit
+	// whose tree holds one.
+	brokenPrefix = "BROKEN-"
+)
+
+// world is one contender's simulator, NATS server, PRs and simulated CI.
+type world struct {
+	o    options
+	sim  *ghsim.Sim
+	srv  *httptest.Server
+	conn *natsx.Conn
+	repo ghref.Repo
+	prs  []benchPR
+	// startTip is main's commit when the contender starts: every commit
+	// after it on main's first-parent line is a merge to check.
+	startTip string
+	ci       *simci.CI
+	rec      *recorder
+}
+
+// benchPR is one PR of the workload.
+type benchPR struct {
+	pr      ghref.PR
+	head    string
+	created time.Time
+	broken  bool
+}
+
+// brokenSet picks which of n PRs are broken: the share f of them,
+// rounded, at random.
+func brokenSet(n int, f float64, rng *rand.Rand) map[int]bool {
+	k := int(math.Round(f * float64(n)))
+	out := map[int]bool{}
+	for _, i := range rng.Perm(n)[:k] {
+		out[i+1] = true
+	}
+	return out
+}
+
+// newWorld builds a contender's world under dir: the repository with main
+// required to pass ci/test, the PRs, a commit on main after them (so that
+// every PR is behind its base, as in a busy repository, and the queue
+// must test what it merges rather than a head CI saw on its own), and NATS.
+func newWorld(ctx context.Context, o options, dir string, broken map[int]bool) (*world, error) {
+	w := &world{o: o}
+	srv := httptest.NewUnstartedServer(nil)
+	sim, err := ghsim.New(ghsim.Options{
+		Dir: filepath.Join(dir, "git"), RealClock: true, PrimaryLimit: 1 << 30, GitHTTP: true,
+		BaseURL: "http://" + srv.Listener.Addr().String(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv.Config.Handler = sim
+	srv.Start()
+	w.sim, w.srv = sim, srv
+	sim.AddToken(botToken, botLogin)
+	w.repo, err = sim.CreateRepo("bench", "widgets", map[string]string{"README.md": "# widgets\n"})
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	for login, perm := range map[string]string{botLogin: "write", reviewer: "write", author: "write"} {
+		if err := sim.SetPermission(w.repo, login, perm); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	if err := sim.SetRequiredChecks(w.repo, base, checkContext); err != nil {
+		w.close()
+		return nil, err
+	}
+	for n := 1; n <= o.prs; n++ {
+		branch := fmt.Sprintf("change-%d", n)
+		files := map[string]string{fmt.Sprintf("changes/%d.txt", n): fmt.Sprintf("change %d\n", n)}
+		if broken[n] {
+			files[fmt.Sprintf("%s%d", brokenPrefix, n)] = "this change breaks the build\n"
+		}
+		head, err := sim.PushCommit(w.repo, branch, author, files, fmt.Sprintf("Change %d", n))
+		if err == nil {
+			var pr ghref.PR
+			pr, err = sim.OpenPR(w.repo, ghsim.PRInput{Title: fmt.Sprintf("Change %d", n), Head: branch, Author: author})
+			if err == nil {
+				var info ghsim.PRSnapshot
+				info, err = sim.PRInfo(pr)
+				w.prs = append(w.prs, benchPR{pr: pr, head: head, created: info.CreatedAt, broken: broken[n]})
+			}
+		}
+		if err != nil {
+			w.close()
+			return nil, fmt.Errorf("open PR %d: %w", n, err)
+		}
+	}
+	if w.startTip, err = sim.PushCommit(w.repo, base, reviewer, map[string]string{"NEWS.md": "main moved on\n"}, "Work on main"); err != nil {
+		w.close()
+		return nil, err
+	}
+	w.conn, err = natsx.Connect(ctx, natsx.Options{DataDir: filepath.Join(dir, "nats"), Port: -1, Name: "bench",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		w.close()
+		return nil, err
+	}
+	if err := events.EnsureStreams(ctx, w.conn.JS, events.StreamOptions{}); err != nil {
+		w.close()
+		return nil, err
+	}
+	if w.rec, err = watch(ctx, w.conn); err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// startCI starts the simulated CI on every branch but main: the PRs'
+// heads as opened are not tested (they are behind main, and the queue
+// never merges them as they are), main's own post-merge runs are not the
+// queue's cost and would make the safety check vacuous.
+func (w *world) startCI(ctx context.Context) error {
+	w.ci = &simci.CI{Sim: w.sim, Repo: w.repo, Context: checkContext, Duration: w.o.real(w.o.ci), Every: 5 * time.Millisecond,
+		Skip: func(branch string) bool { return branch == base },
+		Verdict: func(files []string) string {
+			if slices.ContainsFunc(files, func(f string) bool { return strings.HasPrefix(f, brokenPrefix) }) {
+				return simci.Failure
+			}
+			return simci.Success
+		}}
+	return w.ci.Start(ctx)
+}
+
+// approveAll approves every PR within the approval window, in random
+// order at random moments: alice's APPROVED review on the head on GitHub,
+// then the poller's PRReviewApproved (anchored at the PR's creation, when
+// its head became the head). It returns when each approval was published.
+func (w *world) approveAll(ctx context.Context, rng *rand.Rand) (map[int]time.Time, error) {
+	window := w.o.real(w.o.approveWithin)
+	order := rng.Perm(len(w.prs))
+	at := make([]time.Duration, len(order))
+	for i := range at {
+		at[i] = time.Duration(rng.Int64N(int64(window) + 1))
+	}
+	slices.Sort(at)
+	emit := events.NewEmitter(w.conn.JS, "bench")
+	approved := map[int]time.Time{}
+	start := time.Now()
+	for i, idx := range order {
+		p := w.prs[idx]
+		if err := ctxtime.Sleep(ctx, time.Until(start.Add(at[i]))); err != nil {
+			return nil, err
+		}
+		if _, err := w.sim.AddReview(p.pr, ghsim.ReviewInput{Login: reviewer, State: "APPROVED", CommitID: p.head, Body: "LGTM"}); err != nil {
+			return nil, fmt.Errorf("approve %s: %w", p.pr, err)
+		}
+		if _, _, err := emit.Emit(ctx, &events.ReviewApproved{
+			Base: events.Base{PR: p.pr, HeadSHA: p.head}, Status: events.StatusApproved, Actor: reviewer,
+			Approvers: []string{reviewer}, Anchor: p.created,
+		}, p.head, "bench"); err != nil {
+			return nil, fmt.Errorf("announce the approval of %s: %w", p.pr, err)
+		}
+		approved[p.pr.Number] = time.Now()
+	}
+	return approved, nil
+}
+
+// close stops NATS and the simulator.
+func (w *world) close() {
+	if w.rec != nil {
+		w.rec.stop()
+	}
+	if w.conn != nil {
+		_ = w.conn.Close(context.Background())
+	}
+	w.srv.Close()
+	_ = w.sim.Close()
+}
+
+// outcome is how one PR left the queue, as the merger's events say.
+type outcome struct {
+	queued     bool
+	mode       string // PRMergeQueued's queue mode
+	merged     time.Time
+	mergeSHA   string
+	failed     time.Time
+	reason     events.Reason
+	detail     string
+	candidates int // PRMergeCandidate events naming the PR
+}
+
+// recorder keeps each PR's outcome from the event stream.
+type recorder struct {
+	mu   sync.Mutex
+	prs  map[int]*outcome
+	errs []error
+	stop func()
+}
+
+func watch(ctx context.Context, conn *natsx.Conn) (*recorder, error) {
+	r := &recorder{prs: map[int]*outcome{}}
+	stop, err := benchrun.WatchEvents(ctx, conn.JS, r.add)
+	r.stop = stop
+	return r, err
+}
+
+func (r *recorder) add(e benchrun.Event) {
+	switch e.Type {
+	case events.TypeMergeQueued, events.TypeMerged, events.TypeMergeFailed, events.TypeMergeCandidate:
+	default:
+		return
+	}
+	d, err := e.Data()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.errs = append(r.errs, err)
+		return
+	}
+	o := r.prs[e.PR.Number]
+	if o == nil {
+		o = &outcome{}
+		r.prs[e.PR.Number] = o
+	}
+	switch d := d.(type) {
+	case *events.MergeQueued:
+		if !o.queued {
+			o.queued, o.mode = true, d.Mode
+		}
+	case *events.Merged:
+		if o.merged.IsZero() {
+			o.merged, o.mergeSHA = e.Seen, d.MergeSHA
+		}
+	case *events.MergeFailed:
+		if o.failed.IsZero() {
+			o.failed, o.reason, o.detail = e.Seen, d.Reason, d.Detail
+		}
+	case *events.MergeCandidate:
+		o.candidates++
+	}
+}
+
+// snapshot copies the outcomes.
+func (r *recorder) snapshot() map[int]outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[int]outcome, len(r.prs))
+	for n, o := range r.prs {
+		out[n] = *o
+	}
+	return out
+}
+
+// firstMode is the queue mode of the first PRMergeQueued, and whether
+// there was one.
+func (r *recorder) firstMode() (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, o := range r.prs {
+		if o.queued {
+			return o.mode, true
+		}
+	}
+	return "", false
+}
+
+// terminal counts the PRs that left the queue, merged or not.
+func (r *recorder) terminal() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, o := range r.prs {
+		if !o.merged.IsZero() || !o.failed.IsZero() {
+			n++
+		}
+	}
+	return n
+}
