@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	gh "github.com/google/go-github/v66/github"
@@ -223,7 +224,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	chain, baseSHA, conflict, err := sp.build(ctx, riders, batch.Candidates)
+	chain, fresh, baseSHA, conflict, err := sp.build(ctx, riders, batch.Candidates)
 	if err != nil {
 		return retry(err)
 	}
@@ -232,29 +233,46 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 		st := riders[0].st
 		return true, s.conflict(ctx, st, baseSHA, conflict, sp.log.With("pr", st.PR.String()))
 	}
+	// The candidates kept from earlier passes form a prefix of the chain
+	// (a changed tree changes every tree after it); only they can have
+	// checks. New ones are pending by definition.
+	kept := len(chain) - len(fresh)
+	states := make([]ChecksState, len(chain))
+	checks := make([]Checks, len(chain))
+	for i := kept; i < len(chain); i++ {
+		states[i] = ChecksPending
+		checks[i] = Checks{State: ChecksPending, Pending: []string{"any check (the candidate is new)"}}
+	}
+	if err := parallel(kept, func(i int) error {
+		var err error
+		checks[i], err = sp.checks(ctx, batch.SeenChecks, chain[i].PR.RepoRef(), riders[i].st.Base, chain[i].SHA)
+		return err
+	}); err != nil {
+		return retry(err)
+	}
+	seen := batch.SeenChecks
+	for i := range kept {
+		states[i] = checks[i].State
+		seen = union(seen, checks[i].Reported)
+	}
+	d := chooseMerge(states)
+	if d.Merge > 0 {
+		// Merging what is proven comes first; the new candidates are
+		// pushed by the next pass, on the base these merges leave.
+		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], baseSHA)
+	}
+	if err := sp.push(ctx, riders[0].p, fresh); err != nil {
+		return retry(err)
+	}
 	if err := sp.publish(ctx, batch, chain, riders[0].st.Base, baseSHA, entries); err != nil {
 		return retry(err)
 	}
-	batch.BaseSHA, batch.Candidates = baseSHA, chain
-	if rev, err = sp.save(ctx, batch, rev); err != nil {
+	batch.BaseSHA, batch.Candidates, batch.SeenChecks = baseSHA, chain, seen
+	if _, err = sp.save(ctx, batch, rev); err != nil {
 		return false, err
 	}
-	states := make([]ChecksState, len(chain))
-	checks := make([]Checks, len(chain))
-	for i, c := range chain {
-		if checks[i], err = sp.checks(ctx, &batch, c.PR.RepoRef(), riders[i].st.Base, c.SHA); err != nil {
-			return retry(err)
-		}
-		states[i] = checks[i].State
-	}
-	if _, err := sp.save(ctx, batch, rev); err != nil { // the checks seen
-		return false, err
-	}
-	d := chooseMerge(states)
 	log := sp.log.With("pr", riders[0].st.PR.String())
 	switch {
-	case d.Merge > 0:
-		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], baseSHA)
 	case d.FailFirst:
 		c := chain[0]
 		return true, s.fail(ctx, riders[0].st, events.ReasonChecksFailed, fmt.Sprintf(
@@ -279,21 +297,34 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 // caller looks again from the start.
 func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, bool, error) {
 	s := sp.s
-	var out []rider
-	for _, st := range entries {
-		log := sp.log.With("pr", st.PR.String())
+	// The reads go in parallel: right after a batch merges, the next PRs'
+	// reads are the whole of the queue's critical path.
+	type read struct {
+		p        *gh.PullRequest
+		approval ApprovalCheck
+	}
+	reads := make([]read, len(entries))
+	err := parallel(len(entries), func(i int) error {
+		st := entries[i]
 		p, err := s.d.GitHub.GetPull(ctx, st.PR)
 		if err != nil {
-			return nil, false, err
+			return err
 		}
+		reads[i].p = p
+		if v := ViewOf(p); v.Open && !v.Merged && v.HeadSHA == st.Head {
+			reads[i].approval, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, sp.log.With("pr", st.PR.String()))
+		}
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	var out []rider
+	for i, st := range entries {
+		log := sp.log.With("pr", st.PR.String())
+		p := reads[i].p
 		v := ViewOf(p)
-		var approval ApprovalCheck
-		if v.Open && !v.Merged && v.HeadSHA == st.Head {
-			if approval, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, log); err != nil {
-				return nil, false, err
-			}
-		}
-		d := Decide(Input{PR: v, Head: st.Head, Base: st.Base, Approval: approval, ChecksTimeout: s.cfg.ChecksTimeout})
+		d := Decide(Input{PR: v, Head: st.Head, Base: st.Base, Approval: reads[i].approval, ChecksTimeout: s.cfg.ChecksTimeout})
 		switch d.Action {
 		case ActMerged:
 			if st.MergingHead != "" && st.MergingHead == v.HeadSHA {
@@ -321,6 +352,21 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 	return out, false, nil
 }
 
+// parallel runs f(0) … f(n-1) at once and returns the first error.
+func parallel(n int, f func(i int) error) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // conflict fails st for a conflict with its base (baseSHA when known).
 func (s *Service) conflict(ctx context.Context, st stored, baseSHA, why string, log *slog.Logger) error {
 	if baseSHA != "" {
@@ -331,44 +377,43 @@ func (s *Service) conflict(ctx context.Context, st stored, baseSHA, why string, 
 
 // build fetches the base and the riders' heads and computes the chain of
 // candidates, keeping every old candidate that still tests the same tree
-// and committing new ones; it pushes the new ones. It returns the base tip
+// and committing new ones (fresh, not pushed yet). It returns the base tip
 // it built on, and when the first PR conflicts with the base, why.
-func (sp *speculation) build(ctx context.Context, riders []rider, old []Candidate) ([]Candidate, string, string, error) {
+func (sp *speculation) build(ctx context.Context, riders []rider, old []Candidate) (chain, fresh []Candidate, baseSHA, conflict string, err error) {
 	s := sp.s
 	base := riders[0].p.GetBase()
 	baseURL, baseRef := base.GetRepo().GetCloneURL(), base.GetRef()
 	if baseURL == "" || baseRef == "" {
-		return nil, "", "", fmt.Errorf("build candidates: GitHub did not say where %s's base lives", riders[0].st.PR)
+		return nil, nil, "", "", fmt.Errorf("build candidates: GitHub did not say where %s's base lives", riders[0].st.PR)
 	}
 	// The tip from the API, and git only for commits not fetched yet: most
 	// passes find nothing new and spawn no network git at all.
 	tip, err := s.d.GitHub.GetCommit(ctx, riders[0].st.PR.RepoRef(), baseRef)
 	if err != nil {
-		return nil, "", "", fmt.Errorf("build candidates: read %s: %w", baseRef, err)
+		return nil, nil, "", "", fmt.Errorf("build candidates: read %s: %w", baseRef, err)
 	}
-	baseSHA := tip.GetSHA()
+	baseSHA = tip.GetSHA()
 	if !sp.has(ctx, baseSHA) {
 		if _, err := sp.g.remote(ctx, baseURL, "fetch", "-q", "--no-tags", baseURL, "+refs/heads/"+baseRef+":refs/prloop/base"); err != nil {
-			return nil, "", "", fmt.Errorf("build candidates: fetch %s: %w", baseRef, err)
+			return nil, nil, "", "", fmt.Errorf("build candidates: fetch %s: %w", baseRef, err)
 		}
 		if !sp.has(ctx, baseSHA) {
-			return nil, "", "", fmt.Errorf("build candidates: %s moved past %s while fetching it", baseRef, ghref.ShortSHA(baseSHA))
+			return nil, nil, "", "", fmt.Errorf("build candidates: %s moved past %s while fetching it", baseRef, ghref.ShortSHA(baseSHA))
 		}
 	}
 	if err := sp.fetchCandidates(ctx, baseURL, old); err != nil {
-		return nil, "", "", err
+		return nil, nil, "", "", err
 	}
-	var chain, fresh []Candidate
+	if err := sp.fetchHeads(ctx, riders); err != nil {
+		return nil, nil, "", "", err
+	}
 	prev := baseSHA
 	for i, r := range riders {
 		head := r.st.Head
-		if err := sp.fetchHead(ctx, r, head); err != nil {
-			return nil, "", "", err
-		}
 		out, err := sp.g.run(ctx, "merge-tree", "--write-tree", "--no-messages", prev, head)
 		if gitx.ExitCode(err) == 1 {
 			if i == 0 {
-				return nil, baseSHA, fmt.Sprintf("the PR conflicts with its base branch %s", r.st.Base), nil
+				return nil, nil, baseSHA, fmt.Sprintf("the PR conflicts with its base branch %s", r.st.Base), nil
 			}
 			// It conflicts with a PR ahead of it: it waits until those
 			// are merged, and then conflicts with the base itself.
@@ -376,7 +421,7 @@ func (sp *speculation) build(ctx context.Context, riders []rider, old []Candidat
 			break
 		}
 		if err != nil {
-			return nil, "", "", fmt.Errorf("build candidate for %s: %w", r.st.PR, err)
+			return nil, nil, "", "", fmt.Errorf("build candidate for %s: %w", r.st.PR, err)
 		}
 		tree, _, _ := strings.Cut(out, "\n")
 		if c, ok := reusable(old, r.st.PR, head, tree); ok && sp.has(ctx, c.SHA) {
@@ -386,22 +431,30 @@ func (sp *speculation) build(ctx context.Context, riders []rider, old []Candidat
 		}
 		c := Candidate{PR: r.st.PR, Seq: r.st.Seq, Head: head, Tree: tree, Branch: candidateBranch(r.st.Base, r.st.PR.Number), BuiltAt: s.d.Now().UTC()}
 		if c.SHA, err = sp.commit(ctx, c, prev, chain); err != nil {
-			return nil, "", "", err
+			return nil, nil, "", "", err
 		}
 		chain = append(chain, c)
 		fresh = append(fresh, c)
 		prev = c.SHA
 	}
-	if len(fresh) > 0 {
-		args := []string{"push", "-q", "--no-verify", baseURL}
-		for _, c := range fresh {
-			args = append(args, "+"+c.SHA+":refs/heads/"+c.Branch)
-		}
-		if _, err := sp.g.remote(ctx, baseURL, args...); err != nil {
-			return nil, "", "", fmt.Errorf("push candidates of %s: %w", baseRef, err)
-		}
+	return chain, fresh, baseSHA, "", nil
+}
+
+// push pushes new candidates to their branches in the base repository
+// of p, in one push.
+func (sp *speculation) push(ctx context.Context, p *gh.PullRequest, fresh []Candidate) error {
+	if len(fresh) == 0 {
+		return nil
 	}
-	return chain, baseSHA, "", nil
+	baseURL := p.GetBase().GetRepo().GetCloneURL()
+	args := []string{"push", "-q", "--no-verify", baseURL}
+	for _, c := range fresh {
+		args = append(args, "+"+c.SHA+":refs/heads/"+c.Branch)
+	}
+	if _, err := sp.g.remote(ctx, baseURL, args...); err != nil {
+		return fmt.Errorf("push the candidates of %s: %w", sp.qid, err)
+	}
+	return nil
 }
 
 // fetchCandidates makes the old candidates available in the scratch
@@ -425,23 +478,35 @@ func (sp *speculation) fetchCandidates(ctx context.Context, baseURL string, old 
 	return nil
 }
 
-// fetchHead makes r's head available in the scratch repository, fetching
-// its branch when the commit is not there yet, and checks that the branch
-// is still at head.
-func (sp *speculation) fetchHead(ctx context.Context, r rider, head string) error {
-	if sp.has(ctx, head) {
-		return nil
+// fetchHeads makes the riders' heads available in the scratch
+// repository: one fetch per repository they live in, for the heads not
+// fetched yet, and then each branch must have been at its approved head.
+func (sp *speculation) fetchHeads(ctx context.Context, riders []rider) error {
+	var urls []string
+	refspecs := map[string][]string{}
+	for _, r := range riders {
+		if sp.has(ctx, r.st.Head) {
+			continue
+		}
+		url, ref := r.p.GetHead().GetRepo().GetCloneURL(), r.p.GetHead().GetRef()
+		if url == "" || ref == "" {
+			return fmt.Errorf("fetch %s: GitHub did not say where its head lives", r.st.PR)
+		}
+		if refspecs[url] == nil {
+			urls = append(urls, url)
+		}
+		refspecs[url] = append(refspecs[url], "+refs/heads/"+ref+":refs/prloop/pr/"+strconv.Itoa(r.st.PR.Number))
 	}
-	url, ref := r.p.GetHead().GetRepo().GetCloneURL(), r.p.GetHead().GetRef()
-	if url == "" || ref == "" {
-		return fmt.Errorf("fetch %s: GitHub did not say where its head lives", r.st.PR)
+	for _, url := range urls {
+		args := append([]string{"fetch", "-q", "--no-tags", url}, refspecs[url]...)
+		if _, err := sp.g.remote(ctx, url, args...); err != nil {
+			return fmt.Errorf("fetch the heads of %s's queue: %w", sp.qid, err)
+		}
 	}
-	local := "refs/prloop/pr/" + strconv.Itoa(r.st.PR.Number)
-	if _, err := sp.g.remote(ctx, url, "fetch", "-q", "--no-tags", url, "+refs/heads/"+ref+":"+local); err != nil {
-		return fmt.Errorf("fetch %s: %w", r.st.PR, err)
-	}
-	if got, err := sp.g.run(ctx, "rev-parse", local); err != nil || got != head {
-		return fmt.Errorf("fetch %s: branch %s is at %s, not the approved %s", r.st.PR, ref, ghref.ShortSHA(got), ghref.ShortSHA(head))
+	for _, r := range riders {
+		if !sp.has(ctx, r.st.Head) {
+			return fmt.Errorf("fetch %s: branch %s is no longer at the approved %s", r.st.PR, r.p.GetHead().GetRef(), ghref.ShortSHA(r.st.Head))
+		}
 	}
 	return nil
 }
@@ -534,7 +599,7 @@ func (sp *speculation) emit(ctx context.Context, c Candidate, state, base, baseS
 // checks evaluates a candidate's checks: those the base requires and
 // those seen on the queue's candidates must all report and pass, and a
 // candidate on which nothing reported is never green (it was not tested).
-func (sp *speculation) checks(ctx context.Context, b *Batch, repo ghref.Repo, base, sha string) (Checks, error) {
+func (sp *speculation) checks(ctx context.Context, seen []string, repo ghref.Repo, base, sha string) (Checks, error) {
 	s := sp.s
 	rules, err := s.d.GitHub.ListBranchRules(ctx, repo, base)
 	if err != nil {
@@ -553,14 +618,13 @@ func (sp *speculation) checks(ctx context.Context, b *Batch, repo ghref.Repo, ba
 		return Checks{}, err
 	}
 	c := EvaluateChecks(ChecksInput{
-		Required: union(required, s.cfg.requiredChecks()), Seen: b.SeenChecks, Own: s.cfg.statusContext(),
+		Required: union(required, s.cfg.requiredChecks()), Seen: seen, Own: s.cfg.statusContext(),
 		Combined: combined, Runs: runs,
 	})
 	if c.State == ChecksGreen && len(c.Reported) == 0 {
 		c.State = ChecksPending
 		c.Pending = []string{"any check (none reported on the candidate yet)"}
 	}
-	b.SeenChecks = union(b.SeenChecks, c.Reported)
 	return c, nil
 }
 
