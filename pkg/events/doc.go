@@ -94,7 +94,7 @@
 //	| PRFeedbackReceived    | poller                   | changes requested on the current head                         | status, fix_cycle, comment_ids, anchor, …    |
 //	| PRFeedbackAddressed   | feedback                 | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
 //	| PRFeedbackSkipped     | feedback                 | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |
-//	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers, anchor, epoch      |
+//	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers, anchor, epoch, fix_cycle |
 //	| ReviewTimeout         | poller                   | no approval within the review timeout                         | reason, missing_reviewers, detail, epoch     |
 //	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base, mode, ahead                  |
 //	| PRMergeWaiting        | merger                   | first in its queue, waits for these checks on head_sha        | base, checks                                 |
@@ -106,7 +106,7 @@
 //	| PREscalationResolved  | poller                   | a human removed the escalation label; the loop resumes        | epoch (the new one), detail                  |
 //	| PRBranchUpdated       | merger                   | prloop brought the approved head up to date with its base     | previous_head_sha, method                    |
 //	| PRMergeCandidate      | merger                   | speculative queue: the candidate the PR rides in, built/gone  | base, state, candidate, tree, branch, base_sha, position, ahead, detail |
-//	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch                |
+//	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch, fix_cycle     |
 //
 // # Opening a pull request
 //
