@@ -61,6 +61,8 @@ func describe(d events.Data) string {
 		return fmt.Sprintf("human called: %s — %s", d.Reason, strings.Join(d.Actions, ", "))
 	case *events.EscalationResolved:
 		return fmt.Sprintf("escalation label removed: the loop resumes (epoch %d)", d.Epoch)
+	case *events.ConflictResolveRequested:
+		return fmt.Sprintf("conflicts with %s at %s: the agent is asked to resolve it", d.BaseBranch, short(d.BaseSHA))
 	case *events.BranchUpdated:
 		return fmt.Sprintf("brought up to date with its base by prloop (%s): %s → %s", d.Method, short(d.PreviousHeadSHA), short(d.HeadSHA))
 	}

@@ -76,6 +76,9 @@ type PR struct {
 	// FixCycle is the fix being made (Fixing) or the fixes pushed.
 	FixCycle int  `json:"fix_cycle"`
 	Fixing   bool `json:"fixing,omitempty"`
+	// Resolving is the base branch whose conflict with the head the agent
+	// is resolving (PRConflictResolveRequested), while it is.
+	Resolving string `json:"resolving,omitempty"`
 	// Base is the base branch of its merge queue, QueuedSeq its place in
 	// line (the stream order of its PRMergeQueued), QueuedAt when it joined.
 	Base      string    `json:"base,omitempty"`
@@ -178,7 +181,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, nil
 	}
 	review := func(s events.Status) {
-		p.Status, p.Fixing, p.Escalation, p.EscalationDetail = s, false, "", ""
+		p.Status, p.Fixing, p.Resolving, p.Escalation, p.EscalationDetail = s, false, "", "", ""
 	}
 	switch e := d.(type) {
 	case *events.WatchRequested, *events.Created:
@@ -208,10 +211,13 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		}
 		b.leaveQueue(p)
 	case *events.FeedbackAddressed:
-		p.Fixing, p.FixCycle = false, e.FixCycle
+		p.Fixing, p.Resolving, p.FixCycle = false, "", e.FixCycle
 		p.Status = events.StatusPending
 	case *events.FeedbackSkipped:
-		p.Fixing = false
+		p.Fixing, p.Resolving = false, ""
+	case *events.ConflictResolveRequested:
+		p.Resolving, p.FixCycle = e.BaseBranch, e.FixCycle+1
+		b.leaveQueue(p)
 	case *events.ReviewApproved:
 		review(e.Status)
 		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, slices.Clone(e.IgnoredFindings)
@@ -240,7 +246,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.Closed, p.Merged = true, e.Merged || p.Merged
 		b.leaveQueue(p)
 	case *events.EscalationRequested:
-		p.Escalation, p.EscalationDetail, p.Fixing = e.Reason, firstNonEmpty(e.LastError, e.Detail), false
+		p.Escalation, p.EscalationDetail, p.Fixing, p.Resolving = e.Reason, firstNonEmpty(e.LastError, e.Detail), false, ""
 	case *events.Escalated:
 		p.Escalation = e.Reason
 	case *events.EscalationResolved:
@@ -319,6 +325,8 @@ func line(p *PR, pos int, o Options) Line {
 			text += " (label " + o.Label + ")"
 		}
 		return Line{Error, text}
+	case p.Resolving != "":
+		return Line{Pending, fmt.Sprintf("conflicts with %s — agent resolving (%s)", p.Resolving, cycle(p.FixCycle, o.MaxFixCycles))}
 	case p.Fixing:
 		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, o.MaxFixCycles), SetAside(len(p.Ignored)))}
 	case p.Status == events.StatusApproved && pos > 0 && len(p.Waiting) > 0:
