@@ -121,15 +121,29 @@
 // repeated request for a PR already open publishes nothing new. The
 // poller consumes PRCreated as it consumes PRWatchRequested.
 //
-// // # Order
+// # Order
 //
 // A PR's events read in causal order on the stream: an event never comes
 // before the event it follows from. In particular PRFeedbackAddressed for a
 // fix precedes every event about the fix's head, because the poller holds a
 // new head back while the change request on the old one is being addressed,
 // until the feedback service ends it with PRFeedbackAddressed,
-// PRFeedbackSkipped or PREscalationRequested; and nothing about a PR follows
-// its PRMerged.
+// PRFeedbackSkipped or PREscalationRequested. A conflict resolution
+// (PRConflictResolveRequested, which the poller consumes too) holds the
+// PR's next head back the same way. And nothing about a PR follows its
+// PRMerged.
+//
+// # Conflicts
+//
+// With PRLOOP_RESOLVE_CONFLICTS the merger answers a queued PR's conflict
+// with its base by PRMergeFailed (merge_conflict) and the command
+// PRConflictResolveRequested, ids ID(pr, type, head, base tip, approval
+// sequence), instead of PREscalationRequested. The feedback service runs
+// it as a fix cycle (fix_cycle is the approval's, from PRReviewApproved)
+// and answers PRFeedbackAddressed (previous_head_sha the conflicting
+// head), PRFeedbackSkipped, or PREscalationRequested with reason
+// merge_conflict (or max_fix_cycles, agent_budget_exhausted), whose id
+// carries the command's id.
 //
 // Reasons are fixed codes: review_timeout, max_fix_cycles, feedback_failed,
 // agent_budget_exhausted (the PR's agent wall time, PRLOOP_AGENT_BUDGET, is spent),
