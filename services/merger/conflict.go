@@ -18,8 +18,8 @@ import (
 // finds a conflict (Decide's merge_conflict, a refused update-branch, a
 // local rebase, a speculative candidate) calls it, and nothing else.
 //
-// With PRLOOP_RESOLVE_CONFLICTS off it is fail with reason
-// merge_conflict: a human is asked. With it on, it publishes PRMergeFailed
+// With PRLOOP_RESOLVE_CONFLICTS off (or in a dry run) it is fail with
+// reason merge_conflict: a human is asked. With it on, it publishes PRMergeFailed
 // (merge_conflict, saying the agent was asked) and the command
 // PRConflictResolveRequested for the feedback service, and asks no human:
 // the feedback service escalates merge_conflict itself when the agent does
@@ -27,7 +27,9 @@ import (
 // entry's approval sequence, so a retry of this call repeats them, and a
 // new conflict (a new base tip, a new approval) is news.
 func (s *Service) conflicted(ctx context.Context, st stored, baseSHA, why string, log *slog.Logger) error {
-	if !s.cfg.ResolveConflicts {
+	if !s.cfg.ResolveConflicts || s.cfg.DryRun {
+		// A dry run pushes nothing, so nothing is handed to the agent
+		// (Validate refuses the pair; a Config built in code may not).
 		return s.fail(ctx, st, events.ReasonMergeConflict, why, log)
 	}
 	b := events.Base{PR: st.PR, HeadSHA: st.Head}
