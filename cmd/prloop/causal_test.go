@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -59,51 +60,25 @@ func TestLoop_EventsOfAPRReadInCausalOrder(t *testing.T) {
 		prs[i], err = sim.OpenPR(demo.Repo, ghsim.PRInput{Title: "Change " + branch, Head: branch, Author: ghsim.DemoAgent})
 		require.NoError(t, err)
 	}
-	agent := filepath.Join(dir, "agent", "agent.sh")
-	require.NoError(t, os.Mkdir(filepath.Dir(agent), 0o755))
-	require.NoError(t, os.WriteFile(agent, []byte(`#!/bin/sh
+	agent := writeAgent(t, dir, `#!/bin/sh
 set -e
 echo "// reviewed" >> "$(ls change*.go | head -n 1)"
 git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the review"
-`), 0o755))
-
-	for k, v := range map[string]string{
-		"PRLOOP_GITHUB_API_URL": srv.URL, "GITHUB_TOKEN": demo.Tokens[ghsim.DemoPrloop], "GH_TOKEN": "",
-		"PRLOOP_GITHUB_LOGIN": ghsim.DemoPrloop, "PRLOOP_REPOS": "", "PRLOOP_REVIEWERS": ghsim.DemoReviewer,
-		"PRLOOP_REVIEW_PROTOCOLS": "emoji,reviews", "PRLOOP_POLL_INTERVAL": "1s", "PRLOOP_REVIEW_TIMEOUT": "0",
-		"PRLOOP_DATA_DIR": filepath.Join(dir, "nats"), "PRLOOP_NATS_URL": "", "PRLOOP_NATS_PORT": "-1",
-		"PRLOOP_HTTP_ADDR": "127.0.0.1:0", "PRLOOP_WORKSPACE_DIR": filepath.Join(dir, "work"),
-		"PRLOOP_AGENT_CMD": "sh " + agent, "PRLOOP_AGENT_READONLY_PATHS": filepath.Dir(agent), "PRLOOP_AGENT_TIMEOUT": "30s", "PRLOOP_AGENT_BACKOFF": "1s",
-		"PRLOOP_FEEDBACK_CONCURRENCY": "4", "PRLOOP_MERGE_POLL_INTERVAL": "1s", "PRLOOP_REQUIRE_CHECKS": "false",
-		"PRLOOP_LOG_LEVEL": "error",
-	} {
-		t.Setenv(k, v)
-	}
+`)
+	setLoopEnv(t, dir, srv.URL, demo, agent, map[string]string{"PRLOOP_REVIEW_PROTOCOLS": "emoji,reviews", "PRLOOP_FEEDBACK_CONCURRENCY": "4"})
 	ctx, rt, _ := startLoop(t, "causal")
 
 	// The reviewer: alice asks for a change on each PR's first head and
 	// approves whatever head comes after it.
-	log := &causalLog{heads: map[string]string{}}
-	cons, err := rt.JS.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{})
-	require.NoError(t, err)
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		meta, err := m.Metadata()
-		if err != nil {
-			return
-		}
-		if _, d, err := events.Decode(m.Data()); err == nil {
-			pr, first := d.Ref(), log.add(meta.Sequence.Stream, d)
-			if d, ok := d.(*events.ReviewPending); ok {
-				if d.HeadSHA == first {
-					_, _ = sim.AddIssueComment(pr, ghsim.DemoReviewer, "Please mark this change as reviewed.")
-				} else {
-					_, _ = sim.AddReaction(pr, ghsim.DemoReviewer, "+1")
-				}
+	log := followLoop(t, ctx, rt, func(d events.Data, first string) {
+		if d, ok := d.(*events.ReviewPending); ok {
+			if d.HeadSHA == first {
+				_, _ = sim.AddIssueComment(d.PR, ghsim.DemoReviewer, "Please mark this change as reviewed.")
+			} else {
+				_, _ = sim.AddReaction(d.PR, ghsim.DemoReviewer, "+1")
 			}
 		}
 	})
-	require.NoError(t, err)
-	t.Cleanup(cc.Stop)
 
 	emit := events.NewEmitter(rt.JS, "test")
 	for _, pr := range prs {
@@ -133,6 +108,58 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the 
 		assert.Equal(t, 1, addressed, "%s: one fix:\n%s", pr, log.lines(pr))
 		assert.Equal(t, 1, merged, "%s: merged once:\n%s", pr, log.lines(pr))
 	}
+}
+
+// writeAgent writes a scripted coding agent below dir and returns its path.
+func writeAgent(t *testing.T, dir, script string) string {
+	t.Helper()
+	agent := filepath.Join(dir, "agent", "agent.sh")
+	require.NoError(t, os.Mkdir(filepath.Dir(agent), 0o755))
+	require.NoError(t, os.WriteFile(agent, []byte(script), 0o755))
+	return agent
+}
+
+// setLoopEnv sets the environment startLoop reads for a loop on the
+// simulator at api with the demo's users, the scripted agent, quick polls
+// and no checks; extra adds or overrides settings.
+func setLoopEnv(t *testing.T, dir, api string, demo ghsim.Demo, agent string, extra map[string]string) {
+	t.Helper()
+	env := map[string]string{
+		"PRLOOP_GITHUB_API_URL": api, "GITHUB_TOKEN": demo.Tokens[ghsim.DemoPrloop], "GH_TOKEN": "",
+		"PRLOOP_GITHUB_LOGIN": ghsim.DemoPrloop, "PRLOOP_REPOS": "", "PRLOOP_REVIEWERS": ghsim.DemoReviewer,
+		"PRLOOP_POLL_INTERVAL": "1s", "PRLOOP_REVIEW_TIMEOUT": "0",
+		"PRLOOP_DATA_DIR": filepath.Join(dir, "nats"), "PRLOOP_NATS_URL": "", "PRLOOP_NATS_PORT": "-1",
+		"PRLOOP_HTTP_ADDR": "127.0.0.1:0", "PRLOOP_WORKSPACE_DIR": filepath.Join(dir, "work"),
+		"PRLOOP_AGENT_CMD": "sh " + agent, "PRLOOP_AGENT_READONLY_PATHS": filepath.Dir(agent), "PRLOOP_AGENT_TIMEOUT": "30s", "PRLOOP_AGENT_BACKOFF": "1s",
+		"PRLOOP_MERGE_POLL_INTERVAL": "1s", "PRLOOP_REQUIRE_CHECKS": "false",
+		"PRLOOP_LOG_LEVEL": "error",
+	}
+	maps.Copy(env, extra)
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+}
+
+// followLoop records the stream's events, in order, until the test ends,
+// and calls on with each (and its PR's first head) as it comes: the
+// scripted reviewer.
+func followLoop(t *testing.T, ctx context.Context, rt *app.Runtime, on func(d events.Data, first string)) *causalLog {
+	t.Helper()
+	log := &causalLog{heads: map[string]string{}}
+	cons, err := rt.JS.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{})
+	require.NoError(t, err)
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		meta, err := m.Metadata()
+		if err != nil {
+			return
+		}
+		if _, d, err := events.Decode(m.Data()); err == nil {
+			on(d, log.add(meta.Sequence.Stream, d))
+		}
+	})
+	require.NoError(t, err)
+	t.Cleanup(cc.Stop)
+	return log
 }
 
 // startLoop runs the four services in this process, as `prloop run` does,

@@ -96,7 +96,7 @@ func TestExplain_SpeculativeQueueAndConflicts(t *testing.T) {
 			next: "wait: the merger builds a new candidate for main"},
 		{name: "the agent resolves a conflict GitHub shows", events: []events.Data{specApproved(), specQueued(), specConflict()},
 			live: &liveState{State: "open", Head: specHead, Base: "main", MergeableState: "dirty"},
-			line: "conflicts with main at ba5e123; the agent is resolving it",
+			line: "conflicts with main at ba5e123 — agent resolving (cycle 1 of 2)",
 			want: []string{`merge queue\s+not queued`, `conflict\s+with main at ba5e123: the agent is resolving it \(both modified a.go\)`},
 			next: "wait: the agent is resolving the conflict with main; the resolved head then needs review again"},
 	}

@@ -94,7 +94,7 @@
 //	| PRFeedbackReceived    | poller                   | changes requested on the current head                         | status, fix_cycle, comment_ids, anchor, …    |
 //	| PRFeedbackAddressed   | feedback                 | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
 //	| PRFeedbackSkipped     | feedback                 | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |
-//	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers, anchor, epoch      |
+//	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers, anchor, epoch, fix_cycle |
 //	| ReviewTimeout         | poller                   | no approval within the review timeout                         | reason, missing_reviewers, detail, epoch     |
 //	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base, mode, ahead                  |
 //	| PRMergeWaiting        | merger                   | first in its queue, waits for these checks on head_sha        | base, checks                                 |
@@ -106,7 +106,7 @@
 //	| PREscalationResolved  | poller                   | a human removed the escalation label; the loop resumes        | epoch (the new one), detail                  |
 //	| PRBranchUpdated       | merger                   | prloop brought the approved head up to date with its base     | previous_head_sha, method                    |
 //	| PRMergeCandidate      | merger                   | speculative queue: the candidate the PR rides in, built/gone  | base, state, candidate, tree, branch, base_sha, position, ahead, detail |
-//	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch                |
+//	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch, fix_cycle     |
 //
 // # Opening a pull request
 //
@@ -121,15 +121,29 @@
 // repeated request for a PR already open publishes nothing new. The
 // poller consumes PRCreated as it consumes PRWatchRequested.
 //
-// // # Order
+// # Order
 //
 // A PR's events read in causal order on the stream: an event never comes
 // before the event it follows from. In particular PRFeedbackAddressed for a
 // fix precedes every event about the fix's head, because the poller holds a
 // new head back while the change request on the old one is being addressed,
 // until the feedback service ends it with PRFeedbackAddressed,
-// PRFeedbackSkipped or PREscalationRequested; and nothing about a PR follows
-// its PRMerged.
+// PRFeedbackSkipped or PREscalationRequested. A conflict resolution
+// (PRConflictResolveRequested, which the poller consumes too) holds the
+// PR's next head back the same way. And nothing about a PR follows its
+// PRMerged.
+//
+// # Conflicts
+//
+// With PRLOOP_RESOLVE_CONFLICTS the merger answers a queued PR's conflict
+// with its base by PRMergeFailed (merge_conflict) and the command
+// PRConflictResolveRequested, ids ID(pr, type, head, base tip, approval
+// sequence), instead of PREscalationRequested. The feedback service runs
+// it as a fix cycle (fix_cycle is the approval's, from PRReviewApproved)
+// and answers PRFeedbackAddressed (previous_head_sha the conflicting
+// head), PRFeedbackSkipped, or PREscalationRequested with reason
+// merge_conflict (or max_fix_cycles, agent_budget_exhausted), whose id
+// carries the command's id.
 //
 // Reasons are fixed codes: review_timeout, max_fix_cycles, feedback_failed,
 // agent_budget_exhausted (the PR's agent wall time, PRLOOP_AGENT_BUDGET, is spent),

@@ -369,6 +369,10 @@ type ReviewApproved struct {
 	// Epoch is the PR's escalation epoch; a merge failure that needs a
 	// human carries it on to the escalator.
 	Epoch int `json:"epoch,omitempty"`
+	// FixCycle is the poller's count of the fixes prloop pushed to the PR:
+	// the merger hands it on in PRConflictResolveRequested, since a
+	// resolved conflict is a fix cycle too.
+	FixCycle int `json:"fix_cycle,omitempty"`
 	// IgnoredFindings are quorum bots' findings on the head that did not
 	// stand in the way of the approval.
 	IgnoredFindings []IgnoredFinding `json:"ignored_findings,omitempty"`
@@ -452,6 +456,10 @@ type ConflictResolveRequested struct {
 	Detail     string `json:"detail,omitempty"`
 	// Epoch is the PR's escalation epoch, carried on to an escalation.
 	Epoch int `json:"epoch,omitempty"`
+	// FixCycle is the fixes prloop pushed to the PR before, as the
+	// approval said (PRReviewApproved's fix_cycle): the resolution is
+	// the next, bounded by PRLOOP_MAX_FIX_CYCLES.
+	FixCycle int `json:"fix_cycle,omitempty"`
 }
 
 // MergeWaiting says the first PR of a merge queue waits for checks on its

@@ -341,6 +341,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		// The merger took the PR out of its queue and handed the conflict
 		// to the agent (through the feedback service).
 		b.leaveQueue(p)
+		p.FixCycle = e.FixCycle + 1 // the resolution is a fix cycle
 		p.Conflict = &Conflict{Base: events.CleanTitle(e.BaseBranch), BaseSHA: e.BaseSHA, Detail: events.CleanTitle(e.Detail)}
 	}
 }
@@ -441,7 +442,7 @@ func line(p *PR, pos int, batch []int, o Options) Line {
 		}
 		return Line{Error, text}
 	case p.Conflict != nil:
-		return Line{Pending, "conflicts with " + p.Conflict.Base + when(p.Conflict.BaseSHA != "", " at "+ghref.ShortSHA(p.Conflict.BaseSHA)) + "; the agent is resolving it"}
+		return Line{Pending, "conflicts with " + p.Conflict.Base + when(p.Conflict.BaseSHA != "", " at "+ghref.ShortSHA(p.Conflict.BaseSHA)) + " — agent resolving (" + cycle(p.FixCycle, o.MaxFixCycles) + ")"}
 	case p.Fixing:
 		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, o.MaxFixCycles), SetAside(len(p.Ignored)))}
 	case p.Status == events.StatusApproved && pos > 0 && p.Candidate != nil:

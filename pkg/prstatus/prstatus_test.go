@@ -66,6 +66,21 @@ func TestLine_EveryTrigger(t *testing.T) {
 		{name: "second cycle", events: []events.Data{
 			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Actor: "bob", FixCycle: 1},
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by bob — agent fixing (cycle 2 of 2)"}},
+		{name: "conflict handed to the agent", events: []events.Data{
+			approved, queued,
+			&events.ConflictResolveRequested{Base: base(pr1, headA), BaseBranch: "main", BaseSHA: headB},
+			&events.MergeFailed{Base: base(pr1, headA), Reason: events.ReasonMergeConflict},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "conflicts with main at bbbbbbb — agent resolving (cycle 1 of 2)"}},
+		{name: "conflict resolved: review again", events: []events.Data{
+			approved, queued,
+			&events.ConflictResolveRequested{Base: base(pr1, headA), BaseBranch: "main", BaseSHA: headB},
+			&events.FeedbackAddressed{Base: base(pr1, headB), PreviousHeadSHA: headA, FixCycle: 1},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "conflict the agent could not resolve", events: []events.Data{
+			approved, queued,
+			&events.ConflictResolveRequested{Base: base(pr1, headA), BaseBranch: "main", BaseSHA: headB},
+			&events.EscalationRequested{Base: base(pr1, headA), Reason: events.ReasonMergeConflict},
+		}, want: prstatus.Line{State: prstatus.Error, Text: "needs a human: merge conflict (label human-review-required)"}},
 		{name: "fix pushed: review again", events: []events.Data{
 			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
 			&events.FeedbackAddressed{Base: base(pr1, headB), PreviousHeadSHA: headA, FixCycle: 1},
@@ -207,7 +222,7 @@ func TestLine_EveryTrigger(t *testing.T) {
 			&events.MergeFailed{Base: base(pr1, headA), Reason: events.ReasonChecksFailed}, specQueued,
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "queued 2nd on main, tested together with #41"}},
 		{name: "conflict: the agent is resolving it", events: []events.Data{approved, specQueued, built, conflict},
-			want: prstatus.Line{State: prstatus.Pending, Text: "conflicts with main at ba5e123; the agent is resolving it"}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "conflicts with main at ba5e123 — agent resolving (cycle 1 of 2)"}},
 		{name: "conflict resolved: review again", events: []events.Data{approved, queued, conflict,
 			&events.FeedbackAddressed{Base: base(pr1, headB), PreviousHeadSHA: headA, FixCycle: 1},
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},

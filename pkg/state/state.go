@@ -86,6 +86,13 @@ type PR struct {
 	// prloop made that change itself, so the approval carries over to it: it
 	// is not a new, unreviewed push.
 	MergeUpdatedHeadSHA string `json:"merge_updated_head_sha,omitempty"`
+	// ConflictHeadSHA is the head whose conflict with its base the feedback
+	// service is resolving (from PRConflictResolveRequested, until
+	// PRFeedbackAddressed, PRFeedbackSkipped or PREscalationRequested ends
+	// it); ConflictFixHeadSHA the head its resolution made, which keeps the
+	// approval only with PRLOOP_APPROVAL_SURVIVES_CONFLICT_FIX.
+	ConflictHeadSHA    string `json:"conflict_head_sha,omitempty"`
+	ConflictFixHeadSHA string `json:"conflict_fix_head_sha,omitempty"`
 	// Author is the PR's author, whose signals never count.
 	Author string `json:"author,omitempty"`
 	// MissingReviewers are the quorum reviewers that had not responded on

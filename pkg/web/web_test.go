@@ -139,7 +139,7 @@ func TestPage_Renders(t *testing.T) {
 			want: []string{
 				"queued 1st on main",
 				"in the merge queue of main, rides in candidate 2 (with #1 ahead) on prloop/queue/main/2 at c0ffee1: CI running",
-				"conflicts with main at ba5e123; the agent is resolving it",
+				"conflicts with main at ba5e123 — agent resolving (cycle 1 of 2)",
 			},
 		},
 		{

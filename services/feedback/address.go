@@ -79,7 +79,7 @@ type Git interface {
 	Clone(ctx context.Context, wt Worktree, start string) error
 	Reset(ctx context.Context, wt Worktree, start string) error
 	HasCommit(ctx context.Context, wt Worktree, sha string) bool
-	Export(ctx context.Context, wt Worktree, start, message string) (string, error)
+	Export(ctx context.Context, wt Worktree, start, message string, exclude ...string) (string, error)
 	Sync(ctx context.Context, wt Worktree) (string, error)
 	IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error)
 	Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, workflows bool) error
@@ -201,8 +201,12 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 	}
 
 	resuming := act.kind == actResume
-	if err := a.setup(ctx, resuming); classify(nil, err).permanent() {
-		return a.escalate(ctx, events.ReasonFeedbackFailed, err.Error(), "")
+	err = a.setup(ctx, resuming)
+	if err == nil && req.Conflict != nil {
+		err = a.conflictBase(ctx)
+	}
+	if classify(nil, err).permanent() {
+		return a.escalate(ctx, a.failReason(), err.Error(), "")
 	} else if err != nil {
 		return Result{}, err
 	}
@@ -213,7 +217,19 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 		}
 	}
 
-	prompt, err := a.prompt(ctx)
+	var prompt string
+	if req.Conflict != nil {
+		prompt, err = a.conflictPrompt(ctx)
+		if errors.Is(err, errCleanMerge) {
+			// The merger saw a conflict that prloop's git does not: a human
+			// looks rather than an agent changing a mergeable PR.
+			a.log.Warn("no conflict to resolve in the mirror; escalating", "err", err)
+			return a.escalate(ctx, events.ReasonMergeConflict, err.Error(),
+				"GitHub reported a conflict with "+SanitizeLine(req.Conflict.BaseBranch)+", but the head merges cleanly with its tip; a human should look")
+		}
+	} else {
+		prompt, err = a.prompt(ctx)
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -245,7 +261,7 @@ func (a *attempt) resume(ctx context.Context, mode resumeMode) (Result, bool, er
 		res, err := a.addressed(ctx, fixed)
 		return res, true, err
 	case v.permanent():
-		res, err := a.escalate(ctx, events.ReasonFeedbackFailed, err.Error(), "")
+		res, err := a.escalate(ctx, a.failReason(), err.Error(), "")
 		return res, true, err
 	case !v.runsAgentOnResume():
 		return Result{}, true, err
@@ -272,6 +288,11 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			a.log.Warn("agent budget spent; escalating", "spent", a.rec.AgentSpent, "budget", s.cfg.AgentBudget)
 			return a.escalate(ctx, events.ReasonAgentBudgetExhausted, errText(lastErr),
 				fmt.Sprintf("the agent ran %s on this PR (PRLOOP_AGENT_BUDGET=%s)", a.rec.AgentSpent.Round(time.Second), s.cfg.AgentBudget))
+		}
+		if err := a.prepareRun(ctx); classify(nil, err).permanent() {
+			return a.escalate(ctx, a.failReason(), err.Error(), "")
+		} else if err != nil {
+			return Result{}, err
 		}
 		a.rec.Runs++
 		a.rec.Phase, a.rec.ResultSHA = PhaseAgentStarted, ""
@@ -301,7 +322,13 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			// Only the work of a run that ended normally is taken in, and
 			// recorded as taken in before anything is pushed.
 			msg := fmt.Sprintf("address review feedback on #%d", a.req.PR.Number)
-			if result, err = a.git.Export(ctx, a.wt, start, msg); err == nil {
+			var exclude []string
+			if a.req.Conflict != nil {
+				// The merge's other parent is in the mirror already.
+				msg = fmt.Sprintf("merge %s into #%d, resolving conflicts", SanitizeLine(a.req.Conflict.BaseBranch), a.req.PR.Number)
+				exclude = []string{a.rec.ConflictBase}
+			}
+			if result, err = a.git.Export(ctx, a.wt, start, msg, exclude...); err == nil {
 				a.rec.Phase, a.rec.ResultSHA = PhaseAgentFinished, result
 			}
 		}
@@ -321,7 +348,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			}
 			return a.addressed(ctx, fixed)
 		case v.permanent():
-			return a.escalate(ctx, events.ReasonFeedbackFailed, err.Error(), "")
+			return a.escalate(ctx, a.failReason(), err.Error(), "")
 		case !v.runsAgainAfterRun():
 			return Result{}, err // GitHub or NATS: retry the change request later
 		case v == verdictAgentFailed:
@@ -338,7 +365,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 	if lastErr == nil {
 		lastErr = errors.New("no agent run left (PRLOOP_AGENT_ATTEMPTS)")
 	}
-	return a.escalate(ctx, events.ReasonFeedbackFailed, lastErr.Error(), "")
+	return a.escalate(ctx, a.failReason(), lastErr.Error(), "")
 }
 
 // setup prepares the credentials-free environment and the worktree: the
@@ -497,13 +524,28 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 		return fixResult{}, fmt.Errorf("%s does not descend from %s: %w", ghref.EventSHA(target), ghref.EventSHA(start), ErrRewritten)
 	}
 	if !pushed {
+		if a.req.Conflict != nil {
+			// A head someone else pushed meanwhile is no resolution of
+			// prloop's merge unless it passes the same checks: otherwise
+			// an author's push would be announced as the agent's.
+			if err := a.checkConflictResult(ctx, target); err != nil {
+				return fixResult{}, err
+			}
+		}
 		at := a.s.d.Now()
 		if a.rec.PushedSHA == target && !a.rec.PushedAt.IsZero() {
 			at = a.rec.PushedAt
 		}
 		return fixResult{head: target, pushedAt: at}, nil
 	}
-	if err := a.git.Inspect(ctx, a.wt, remote, target, a.s.cfg.AgentMaxCommits, a.s.cfg.AgentMayEditWorkflows); err != nil {
+	if a.req.Conflict != nil {
+		// Exactly one merge commit, checked strictly: Inspect would count
+		// the base's commits and workflows as the agent's.
+		err = a.checkConflictResult(ctx, target)
+	} else {
+		err = a.git.Inspect(ctx, a.wt, remote, target, a.s.cfg.AgentMaxCommits, a.s.cfg.AgentMayEditWorkflows)
+	}
+	if err != nil {
 		return fixResult{}, err
 	}
 	if err := a.fence(ctx); err != nil {
@@ -570,10 +612,16 @@ func (a *attempt) addressed(ctx context.Context, res fixResult) (Result, error) 
 	if err := a.fence(ctx); err != nil {
 		return Result{}, err
 	}
+	detail, parts := a.detail(), []string{ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle)}
+	if c := a.req.Conflict; c != nil {
+		detail = strings.TrimSuffix(fmt.Sprintf("resolved a conflict with %s at %s; %s",
+			SanitizeLine(c.BaseBranch), ghref.ShortSHA(a.rec.ConflictBase), detail), "; ")
+		parts = append(parts, "conflict", ghref.EventSHA(c.BaseSHA))
+	}
 	_, dup, err := a.s.emit.Emit(ctx, &events.FeedbackAddressed{
 		Base: events.Base{PR: pr, HeadSHA: res.head}, PreviousHeadSHA: a.req.HeadSHA,
-		FixCycle: a.cycle + 1, PushedAt: res.pushedAt.UTC(), Actor: Name, Detail: a.detail(),
-	}, ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle))
+		FixCycle: a.cycle + 1, PushedAt: res.pushedAt.UTC(), Actor: Name, Detail: detail,
+	}, parts...)
 	if err != nil {
 		return Result{}, err
 	}

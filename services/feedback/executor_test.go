@@ -154,7 +154,7 @@ func (g *fakeGit) HasCommit(_ context.Context, _ Worktree, sha string) bool {
 	return ok && !g.mirrorLost
 }
 
-func (g *fakeGit) Export(context.Context, Worktree, string, string) (string, error) {
+func (g *fakeGit) Export(context.Context, Worktree, string, string, ...string) (string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	r := g.results[0]

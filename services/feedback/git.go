@@ -455,12 +455,17 @@ func (g *realGit) CommitAll(ctx context.Context, wt Worktree, message string) er
 		}
 		files = files[n:]
 	}
-	id := []string{
+	_, err = g.worktreeGit(ctx, wt, g.identity(), "", "commit", "--quiet", "--no-verify", "-m", message)
+	return err
+}
+
+// identity is the environment that makes prloop the author and committer
+// of what the worktree's git records.
+func (g *realGit) identity() []string {
+	return []string{
 		"GIT_AUTHOR_NAME=" + g.Name, "GIT_AUTHOR_EMAIL=" + g.Email,
 		"GIT_COMMITTER_NAME=" + g.Name, "GIT_COMMITTER_EMAIL=" + g.Email,
 	}
-	_, err = g.worktreeGit(ctx, wt, id, "", "commit", "--quiet", "--no-verify", "-m", message)
-	return err
 }
 
 // ErrTooBig is wrapped by Export's error when the agent's work is over
@@ -472,8 +477,9 @@ var ErrTooBig = fmt.Errorf("the agent's work is too big: %w", ErrRefused)
 // mirror lacks, bundles it there (inside the sandbox) and fetches the
 // bundle into the mirror's result ref (outside, fsck on). It returns the
 // head as the mirror knows it: the only form of the agent's work prloop
-// trusts from here on.
-func (g *realGit) Export(ctx context.Context, wt Worktree, start, message string) (string, error) {
+// trusts from here on. The bundle leaves out what exclude (commits the
+// mirror has, such as a merged base tip) reach.
+func (g *realGit) Export(ctx context.Context, wt Worktree, start, message string, exclude ...string) (string, error) {
 	dirty, err := g.Dirty(ctx, wt)
 	if err != nil {
 		return "", err
@@ -498,7 +504,14 @@ func (g *realGit) Export(ctx context.Context, wt Worktree, start, message string
 	}
 	bundle := filepath.Join(wt.Out, "result.bundle")
 	defer os.Remove(bundle)
-	if _, err := g.worktreeGit(ctx, wt, nil, wt.Out, "bundle", "create", "--quiet", bundle, "HEAD", "^"+start); err != nil {
+	args := []string{"bundle", "create", "--quiet", bundle, "HEAD", "^" + start}
+	for _, x := range exclude {
+		if !shaRE.MatchString(x) {
+			return "", fmt.Errorf("%w: %q is not a commit id", ErrUnusable, x)
+		}
+		args = append(args, "^"+x)
+	}
+	if _, err := g.worktreeGit(ctx, wt, nil, wt.Out, args...); err != nil {
 		return "", err
 	}
 	st, err := os.Lstat(bundle)

@@ -109,6 +109,9 @@ type noticeFacts struct {
 	// Head is the fix's head, Cycle its number (1 for the first fix).
 	Head  string
 	Cycle int
+	// Conflict is the base branch when the fix resolved a conflict with
+	// it (conflict.go) rather than review feedback.
+	Conflict string
 	// Summary is what the agent printed, unsanitised.
 	Summary string
 	// Requested are the reviewers GitHub shows as requested now.
@@ -172,7 +175,12 @@ func replyMarker(head string) string { return review.OwnMarker + "notify-reply h
 func renderNote(f noticeFacts) string {
 	var b strings.Builder
 	b.WriteString(noteMarker(f.Head) + "\n")
-	fmt.Fprintf(&b, "**prloop pushed a fix** for the review feedback: %s (fix cycle %d).\n", ghref.ShortSHA(f.Head), f.Cycle)
+	if f.Conflict != "" {
+		fmt.Fprintf(&b, "**prloop resolved a conflict** with %s: %s (fix cycle %d). The coding agent wrote the resolution; it needs review again.\n",
+			SanitizeLine(f.Conflict), ghref.ShortSHA(f.Head), f.Cycle)
+	} else {
+		fmt.Fprintf(&b, "**prloop pushed a fix** for the review feedback: %s (fix cycle %d).\n", ghref.ShortSHA(f.Head), f.Cycle)
+	}
 	if len(f.Audience.Mention) > 0 {
 		b.WriteString("\n")
 		for _, m := range f.Audience.Mention {
@@ -244,6 +252,9 @@ func (a *attempt) notify(ctx context.Context, head string) error {
 		aud = *a.rec.Audience
 	}
 	f := noticeFacts{Audience: aud, Head: head, Cycle: a.cycle + 1, Summary: agentSummary(a.logFile(a.rec.Runs)), Replied: map[int64]bool{}}
+	if a.req.Conflict != nil {
+		f.Conflict = a.req.Conflict.BaseBranch
+	}
 	if err := a.noticeState(ctx, &f); err != nil {
 		return a.notifyFailed(ctx, "read what was posted", err)
 	}

@@ -126,6 +126,12 @@ func TestRenderNote(t *testing.T) {
 			contains: []string{"ddddddd", "fix cycle 2", "@carol ", "Review requested again from alice.", "```text\nAdded a nil check in main.go.\n```"},
 		},
 		{
+			name:        "a resolved conflict says so",
+			facts:       noticeFacts{Cycle: 1, Conflict: "main", Summary: "Took both sides."},
+			contains:    []string{"prloop resolved a conflict** with main: ddddddd (fix cycle 1)", "needs review again", "Took both sides."},
+			notContains: []string{"review feedback"},
+		},
+		{
 			name:     "no summary says so",
 			facts:    noticeFacts{Cycle: 1},
 			contains: []string{"The agent left no summary"}, notContains: []string{"```"},

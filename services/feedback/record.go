@@ -91,6 +91,10 @@ type Request struct {
 	// feedback earlier fixes addressed (see events.FeedbackReceived).
 	Anchor    time.Time
 	Addressed []string
+	// Conflict is set for a PRConflictResolveRequested (conflict.go): the
+	// agent resolves the head's conflict with the base instead of review
+	// feedback.
+	Conflict *Conflict
 }
 
 // requestOf reads a change request from its event.
@@ -101,9 +105,14 @@ func requestOf(d *events.FeedbackReceived, eventID string) Request {
 	}
 }
 
-// Key is the change request's idempotency key: PR, head and fix cycle.
+// Key is the change request's idempotency key: PR, head and fix cycle,
+// and for a conflict the base tip the merger saw it with.
 func (r Request) Key() string {
-	return r.PR.Key() + "@" + r.HeadSHA + "#" + strconv.Itoa(r.FixCycle)
+	k := r.PR.Key() + "@" + r.HeadSHA + "#" + strconv.Itoa(r.FixCycle)
+	if r.Conflict != nil {
+		k += "+conflict@" + r.Conflict.BaseSHA
+	}
+	return k
 }
 
 // Record is the durable trace of the attempt on a PR's latest change request.
@@ -137,8 +146,12 @@ type Record struct {
 	Worktree  string   `json:"worktree,omitempty"`
 	UserFiles []string `json:"user_files,omitempty"`
 	// PushedSHA and PushedAt record prloop's own push of the fix.
-	PushedSHA string    `json:"pushed_sha,omitempty"`
-	PushedAt  time.Time `json:"pushed_at,omitempty"`
+	PushedSHA string `json:"pushed_sha,omitempty"`
+	// ConflictBase is the base tip a conflict resolution merges into the
+	// head, fixed when the attempt first reads it, so that a resume checks
+	// the agent's merge against the base it was given.
+	ConflictBase string    `json:"conflict_base,omitempty"`
+	PushedAt     time.Time `json:"pushed_at,omitempty"`
 	// Audience is whom the note about the fix is for, decided from the
 	// feedback gathered for the agent (see notify.go).
 	Audience *Audience `json:"audience,omitempty"`

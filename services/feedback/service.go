@@ -55,8 +55,9 @@ const Name = "feedback"
 
 // Types are the event types the service consumes.
 // PRCreateRequested asks it to push a branch and open its pull request
-// (open.go): it owns the mirror and the pushing.
-var Types = []events.Type{events.TypeCreateRequested, events.TypeFeedbackReceived}
+// (open.go): it owns the mirror and the pushing. PRConflictResolveRequested
+// asks it to have the agent resolve a conflict with the base (conflict.go).
+var Types = []events.Type{events.TypeCreateRequested, events.TypeFeedbackReceived, events.TypeConflictResolveRequested}
 
 // GitHub is the part of the GitHub client the service uses.
 type GitHub interface {
@@ -250,12 +251,16 @@ func (s *Service) Run(ctx context.Context) error {
 	}, s.handle)
 }
 
-// handle adapts a delivered event to Address or Open: nil acks, an error
+// handle adapts a delivered event to Address (a change request or a
+// conflict) or Open: nil acks, an error
 // redelivers.
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	switch d := m.Data.(type) {
 	case *events.FeedbackReceived:
 		_, err := s.Address(ctx, requestOf(d, m.Event.ID()))
+		return err
+	case *events.ConflictResolveRequested:
+		_, err := s.Address(ctx, conflictRequestOf(d, m.Event.ID()))
 		return err
 	case *events.CreateRequested:
 		return s.handleOpen(ctx, d)

@@ -92,6 +92,11 @@ type Config struct {
 	// status, pending while the PR waits in the queue, must neither hold
 	// up nor make green the gate of its own merge.
 	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop"`
+	// ResolveConflicts hands a queued PR that conflicts with its base to
+	// the coding agent (PRConflictResolveRequested, answered by the
+	// feedback service) instead of escalating merge_conflict: the PR
+	// leaves the queue, and its resolved head needs review again.
+	ResolveConflicts bool `envconfig:"PRLOOP_RESOLVE_CONFLICTS" default:"false"`
 }
 
 // statusContext is PRLOOP_STATUS_CONTEXT, DefaultStatusContext when unset
@@ -178,6 +183,10 @@ func (c Config) Validate() error {
 	}
 	if c.QueueDepth < 0 || c.QueueDepth > 16 || (c.QueueDepth == 0 && c.QueueMode != "") {
 		errs = append(errs, fmt.Errorf("PRLOOP_QUEUE_DEPTH=%d: want 1 to 16", c.QueueDepth))
+	}
+	if c.ResolveConflicts && c.DryRun {
+		// A dry run changes nothing on GitHub, and a resolution is a push.
+		errs = append(errs, errors.New("PRLOOP_RESOLVE_CONFLICTS=true with PRLOOP_DRY_RUN=true: a dry run pushes nothing; turn one off"))
 	}
 	if c.UpdateTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_UPDATE_TIMEOUT=%s: want a positive duration such as 2m", c.UpdateTimeout))

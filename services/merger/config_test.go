@@ -22,6 +22,7 @@ func TestConfig_FromEnvironment(t *testing.T) {
 				assert.False(t, c.DryRun)
 				assert.Equal(t, time.Minute, c.LockTTL)
 				assert.Empty(t, c.requiredChecks())
+				assert.False(t, c.ResolveConflicts, "conflicts go to a human unless asked")
 				assert.Equal(t, QueueSerial, c.QueueMode)
 				assert.Equal(t, 4, c.QueueDepth)
 			},
@@ -33,6 +34,15 @@ func TestConfig_FromEnvironment(t *testing.T) {
 				assert.Equal(t, QueueSpeculative, c.QueueMode)
 				assert.Equal(t, 6, c.QueueDepth)
 			},
+		},
+		{
+			Name: "conflicts to the agent", Env: map[string]string{"PRLOOP_RESOLVE_CONFLICTS": "true"},
+			Check: func(t *testing.T, c Config) { assert.True(t, c.ResolveConflicts) },
+		},
+		{
+			Name:    "conflicts to the agent in a dry run",
+			Env:     map[string]string{"PRLOOP_RESOLVE_CONFLICTS": "true", "PRLOOP_DRY_RUN": "true"},
+			WantErr: []string{"PRLOOP_RESOLVE_CONFLICTS", "PRLOOP_DRY_RUN"},
 		},
 		{
 			Name: "everything set",

@@ -105,6 +105,9 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		case ActRequeue:
 			return s.requeue(ctx, st, v.BaseRef, d.Why, log)
 		case ActFail:
+			if d.Reason == events.ReasonMergeConflict {
+				return s.conflicted(ctx, st, p.GetBase().GetSHA(), d.Why, log)
+			}
 			return s.fail(ctx, st, d.Reason, d.Why, log)
 		case ActUpdate:
 			if s.cfg.DryRun {
@@ -317,7 +320,7 @@ func (s *Service) updateBranch(ctx context.Context, st *stored, p *gh.PullReques
 	}
 	switch {
 	case errors.Is(err, errRebaseConflict):
-		return true, s.fail(ctx, *st, events.ReasonMergeConflict, fmt.Sprintf("rebasing onto %s conflicts: %v", st.Base, err), log)
+		return true, s.conflicted(ctx, *st, p.GetBase().GetSHA(), fmt.Sprintf("rebasing onto %s conflicts: %v", st.Base, err), log)
 	case errors.Is(err, errStaleHead):
 		// The next look finds the head moved and drops the approval.
 		if err := s.q.save(ctx, st); err != nil {
@@ -485,7 +488,7 @@ func (s *Service) drop(ctx context.Context, st stored, reason events.Reason, why
 func (s *Service) requeue(ctx context.Context, st stored, base, why string, log *slog.Logger) error {
 	e := Entry{
 		PR: st.PR, Base: base, Seq: st.Seq, ApprovedHead: st.ApprovedHead, Head: st.Head,
-		Approvers: st.Approvers, QueuedAt: st.QueuedAt, Anchor: st.Anchor, Epoch: st.Epoch, UpdateAnnounced: st.UpdateAnnounced,
+		Approvers: st.Approvers, QueuedAt: st.QueuedAt, Anchor: st.Anchor, Epoch: st.Epoch, FixCycle: st.FixCycle, UpdateAnnounced: st.UpdateAnnounced,
 	}
 	var ns stored
 	if key := entryKey(st.PR, base); key == st.key {

@@ -265,30 +265,48 @@ func TestMerger_QueuedEntryTakesTheEpochOfAFreshApproval(t *testing.T) {
 	assert.Equal(t, 1, e.rec.Count(pr, events.TypeMergeQueued), "queued once")
 }
 
-// TestMerger_ConflictEscalates: two PRs change the same line; the first
-// merges, the second then conflicts with its base and is escalated with
-// merge_conflict instead of being updated or merged.
-func TestMerger_ConflictEscalates(t *testing.T) {
+// TestMerger_Conflict: two PRs change the same line; the first merges,
+// the second then conflicts with its base. With PRLOOP_RESOLVE_CONFLICTS
+// off it is escalated with merge_conflict; on, the coding agent is asked
+// (PRConflictResolveRequested with the base tip it conflicts with) and no
+// human is. Either way it leaves the queue untouched and unmerged.
+func TestMerger_Conflict(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	pr1, head1 := e.openPR("feat-a", "Main a", map[string]string{"main.go": "package main // a\n"})
-	pr2, head2 := e.openPR("feat-b", "Main b", map[string]string{"main.go": "package main // b\n"})
-	e.start(config(), "replica-1")
-	e.approve(pr1, head1, "1")
-	e.approve(pr2, head2, "1")
+	for _, resolve := range []bool{false, true} {
+		t.Run(fmt.Sprintf("resolve=%t", resolve), func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			pr1, head1 := e.openPR("feat-a", "Main a", map[string]string{"main.go": "package main // a\n"})
+			pr2, head2 := e.openPR("feat-b", "Main b", map[string]string{"main.go": "package main // b\n"})
+			e.start(config(func(c *merger.Config) { c.ResolveConflicts = resolve }), "replica-1")
+			e.approve(pr1, head1, "1")
+			e.approve(pr2, head2, "1")
 
-	e.rec.Wait(t, pr1, events.TypeMerged, waitFor)
-	esc := e.rec.Wait(t, pr2, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
-	assert.Equal(t, events.ReasonMergeConflict, esc.Reason)
-	assert.Equal(t, head2, esc.HeadSHA)
-	assert.Equal(t, events.ReasonMergeConflict, e.rec.Wait(t, pr2, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed).Reason)
-	e.waitQueueEmpty()
-	info, err := e.sim.PRInfo(pr2)
-	require.NoError(t, err)
-	assert.False(t, info.Merged)
-	assert.Equal(t, head2, info.HeadSHA, "a conflicting branch is not touched")
-	assert.Equal(t, 1, e.routeCount(routeMerge))
-	assert.Zero(t, e.routeCount(routeUpdateBranch))
+			e.rec.Wait(t, pr1, events.TypeMerged, waitFor)
+			failed := e.rec.Wait(t, pr2, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+			assert.Equal(t, events.ReasonMergeConflict, failed.Reason)
+			e.waitQueueEmpty()
+			if resolve {
+				req := e.rec.Wait(t, pr2, events.TypeConflictResolveRequested, waitFor).Data.(*events.ConflictResolveRequested)
+				assert.Equal(t, head2, req.HeadSHA)
+				assert.Equal(t, "main", req.BaseBranch)
+				assert.Equal(t, e.git("rev-parse", "main"), req.BaseSHA, "the base tip it conflicts with")
+				assert.Contains(t, failed.Detail, "agent was asked")
+				assert.Zero(t, e.rec.Count(pr2, events.TypeEscalationRequested), "no human is asked")
+			} else {
+				esc := e.rec.Wait(t, pr2, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
+				assert.Equal(t, events.ReasonMergeConflict, esc.Reason)
+				assert.Equal(t, head2, esc.HeadSHA)
+				assert.Zero(t, e.rec.Count(pr2, events.TypeConflictResolveRequested))
+			}
+			info, err := e.sim.PRInfo(pr2)
+			require.NoError(t, err)
+			assert.False(t, info.Merged)
+			assert.Equal(t, head2, info.HeadSHA, "a conflicting branch is not touched")
+			assert.Equal(t, 1, e.routeCount(routeMerge))
+			assert.Zero(t, e.routeCount(routeUpdateBranch))
+		})
+	}
 }
 
 // TestMerger_DryRunChangesNothing: in a dry run the merger publishes what

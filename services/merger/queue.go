@@ -56,6 +56,9 @@ type Entry struct {
 	// merger's escalation requests carry it, so that the escalator can
 	// tell a request a human already answered.
 	Epoch int `json:"epoch,omitempty"`
+	// FixCycle is the fixes prloop pushed to the PR before the approval,
+	// as the poller counted them: a conflict resolution is the next one.
+	FixCycle int `json:"fix_cycle,omitempty"`
 
 	// The fields below record progress, written before each step that
 	// changes GitHub, so that a replica taking over after a crash knows

@@ -214,7 +214,7 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 		return nil
 	}
 	if err := s.q.record(ctx, Approval{
-		PR: d.PR, Head: d.HeadSHA, Approvers: d.Approvers, Seq: m.Seq, Anchor: d.Anchor, Epoch: d.Epoch,
+		PR: d.PR, Head: d.HeadSHA, Approvers: d.Approvers, Seq: m.Seq, Anchor: d.Anchor, Epoch: d.Epoch, FixCycle: d.FixCycle,
 	}); err != nil {
 		return err
 	}
@@ -235,6 +235,9 @@ type Approval struct {
 	Anchor time.Time `json:"anchor,omitzero"`
 	// Epoch is the PR's escalation epoch, carried on to an escalation.
 	Epoch int `json:"epoch,omitempty"`
+	// FixCycle is the poller's count of fixes pushed to the PR, carried on
+	// to a conflict resolution (conflict.go).
+	FixCycle int `json:"fix_cycle,omitempty"`
 }
 
 // settlePending queues the first pending approval of every repository
@@ -345,7 +348,7 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	}
 	e := Entry{
 		PR: a.PR, Base: v.BaseRef, Seq: a.Seq, ApprovedHead: a.Head, Head: a.Head,
-		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(), Anchor: a.Anchor, Epoch: a.Epoch,
+		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(), Anchor: a.Anchor, Epoch: a.Epoch, FixCycle: a.FixCycle,
 	}
 	if v.HeadSHA == a.Head {
 		check, err := s.verify(ctx, a.PR, p.GetUser().GetLogin(), a.Head, a.Head, a.Anchor, log)

@@ -231,7 +231,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	if conflict != "" {
 		// The first PR conflicts with the base itself.
 		st := riders[0].st
-		return true, s.conflict(ctx, st, baseSHA, conflict, sp.log.With("pr", st.PR.String()))
+		return true, s.conflicted(ctx, st, baseSHA, conflict, sp.log.With("pr", st.PR.String()))
 	}
 	// The candidates kept from earlier passes form a prefix of the chain
 	// (a changed tree changes every tree after it); only they can have
@@ -341,7 +341,7 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 			return nil, true, s.requeue(ctx, st, v.BaseRef, d.Why, log)
 		case ActFail:
 			if d.Reason == events.ReasonMergeConflict {
-				return nil, true, s.conflict(ctx, st, "", d.Why, log)
+				return nil, true, s.conflicted(ctx, st, "", d.Why, log)
 			}
 			return nil, true, s.fail(ctx, st, d.Reason, d.Why, log)
 		}
@@ -365,14 +365,6 @@ func parallel(n int, f func(i int) error) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// conflict fails st for a conflict with its base (baseSHA when known).
-func (s *Service) conflict(ctx context.Context, st stored, baseSHA, why string, log *slog.Logger) error {
-	if baseSHA != "" {
-		why += " (at " + ghref.ShortSHA(baseSHA) + ")"
-	}
-	return s.fail(ctx, st, events.ReasonMergeConflict, why, log)
 }
 
 // build fetches the base and the riders' heads and computes the chain of

@@ -45,6 +45,14 @@ type Config struct {
 	// GitHubLogin is prloop's own GitHub login, whose signals never count;
 	// empty asks GitHub (GET /user) at start.
 	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
+	// ApprovalSurvivesConflictFix lets an approval carry over to the head
+	// the coding agent made by resolving the PR's conflict with its base
+	// (PRLOOP_RESOLVE_CONFLICTS), as it does to the merger's own branch
+	// update. Off by default: unlike update-branch, a resolution is the
+	// agent's code, which only prloop's structural checks have seen (a
+	// merge of the approved head and the base tip, no markers, no file
+	// neither side changed), not a reviewer.
+	ApprovalSurvivesConflictFix bool `envconfig:"PRLOOP_APPROVAL_SURVIVES_CONFLICT_FIX" default:"false"`
 
 	// PostStatus writes prloop's commit status (where the PR stands, in
 	// one line) on the head of every watched PR.

@@ -24,7 +24,12 @@ func TestConfig_FromEnvironment(t *testing.T) {
 				assert.Equal(t, "emoji", string(p[0]))
 				assert.Equal(t, "https://api.github.com/", c.APIURL)
 				assert.Equal(t, "human-review-required", c.EscalationLabel)
+				assert.False(t, c.ApprovalSurvivesConflictFix, "a resolved conflict is reviewed again")
 			},
+		},
+		{
+			name: "the approval survives a conflict fix", env: map[string]string{"PRLOOP_APPROVAL_SURVIVES_CONFLICT_FIX": "true"},
+			check: func(t *testing.T, c Config) { assert.True(t, c.ApprovalSurvivesConflictFix) },
 		},
 		{
 			name: "set but empty lists mean none",

@@ -39,6 +39,9 @@ type Timing struct {
 	ReviewTimeout time.Duration
 	// EscalationLabel marks an escalated PR; its removal resumes the loop.
 	EscalationLabel string
+	// ApprovalSurvivesConflictFix carries an approval over to the head the
+	// agent's conflict resolution made (PRLOOP_APPROVAL_SURVIVES_CONFLICT_FIX).
+	ApprovalSurvivesConflictFix bool
 }
 
 // Emit is an event to publish with the id parts that make it unique.
@@ -96,9 +99,16 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		next.PR.URL = obs.URL
 	}
 	next.Fingerprint = obs.Fingerprint
+	// resolved: the head moved to the agent's resolution of a conflict and
+	// the approval carries over to it; the merger took the PR out of its
+	// queue, so the approval is published anew for the new head.
+	resolved := false
 	if obs.HeadSHA != "" && obs.HeadSHA != cur.HeadSHA {
 		next.HeadSHA = obs.HeadSHA
-		if !carriesApproval(cur, obs.HeadSHA) {
+		resolved = carriesResolution(cur, obs.HeadSHA, tm)
+		if resolved {
+			next.MergeUpdatedHeadSHA, next.Status = obs.HeadSHA, ""
+		} else if !carriesApproval(cur, obs.HeadSHA) {
 			next.HeadAnchor = obs.Anchor
 			next.Status = "" // publish the new head's status, whatever it is
 		}
@@ -115,7 +125,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	out := resumed(cur, next)
 	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title}
 	status := v.Status
-	if next.Status == events.StatusApproved && next.HeadSHA == next.MergeUpdatedHeadSHA && status != events.StatusChangesRequested {
+	if (resolved || next.Status == events.StatusApproved && next.HeadSHA == next.MergeUpdatedHeadSHA) && status != events.StatusChangesRequested {
 		// The merger brought the approved head up to date itself: the
 		// approval stands until a reviewer asks for changes.
 		status = events.StatusApproved
@@ -136,7 +146,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		switch status {
 		case events.StatusApproved:
 			out = append(out, Emit{Data: &events.ReviewApproved{
-				Base: base, Status: status, Actor: v.Actor, Approvers: v.Approvers, Anchor: next.HeadAnchor, Epoch: next.Epoch,
+				Base: base, Status: status, Actor: v.Actor, Approvers: v.Approvers, Anchor: next.HeadAnchor, Epoch: next.Epoch, FixCycle: next.FixCycle,
 				IgnoredFindings: ignoredFindings(v.Ignored),
 			}, Parts: parts})
 		case events.StatusInProgress:
@@ -181,6 +191,14 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 // approved branch with its base (update-branch or rebase).
 func carriesApproval(cur state.PR, sha string) bool {
 	return cur.Status == events.StatusApproved && sha != "" && sha == cur.MergeUpdatedHeadSHA
+}
+
+// carriesResolution reports whether a move of the head to sha keeps the
+// approval because sha is the agent's verified resolution of the approved
+// head's conflict with its base, and PRLOOP_APPROVAL_SURVIVES_CONFLICT_FIX
+// allows that.
+func carriesResolution(cur state.PR, sha string, tm Timing) bool {
+	return tm.ApprovalSurvivesConflictFix && cur.Status == events.StatusApproved && sha != "" && sha == cur.ConflictFixHeadSHA
 }
 
 // resumeAfterEscalation resets a PR whose escalation label a human

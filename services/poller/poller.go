@@ -44,7 +44,7 @@ const Name = "poller"
 var Types = []events.Type{
 	events.TypeCreated, events.TypeWatchRequested, events.TypeFeedbackAddressed, events.TypeFeedbackSkipped,
 	events.TypeEscalationRequested, events.TypeEscalated, events.TypeMerged,
-	events.TypeBranchUpdated, events.TypeMergeFailed,
+	events.TypeBranchUpdated, events.TypeMergeFailed, events.TypeConflictResolveRequested,
 }
 
 // GitHub is the part of the GitHub client the poller uses.
@@ -180,9 +180,12 @@ func New(cfg Config, d Deps) *Service {
 		emit:   events.NewEmitter(d.JS, Name),
 		auth:   cfg.Authorization(d.GitHub.GetPermission),
 		policy: cfg.Policy(d.Self),
-		timing: Timing{ReviewTimeout: cfg.ReviewTimeout, EscalationLabel: cfg.EscalationLabel},
-		sem:    make(chan struct{}, max(1, cfg.PollConcurrency)),
-		repos:  map[string]*repoWatch{},
+		timing: Timing{
+			ReviewTimeout: cfg.ReviewTimeout, EscalationLabel: cfg.EscalationLabel,
+			ApprovalSurvivesConflictFix: cfg.ApprovalSurvivesConflictFix,
+		},
+		sem:   make(chan struct{}, max(1, cfg.PollConcurrency)),
+		repos: map[string]*repoWatch{},
 
 		reopenWatchCap: defaultReopenWatchCap,
 		sweepInterval:  defaultSweepInterval,

@@ -30,6 +30,11 @@ import (
 //   - PRMerged: merged and closed; a dry run changes nothing.
 //   - PRBranchUpdated: the head the merger made from the approved head,
 //     to which the approval carries over.
+//   - PRConflictResolveRequested: the merger handed the head's conflict
+//     with its base to the feedback service, which will push a resolution
+//     or say it did not: a new head is held back meanwhile, as while a
+//     change request is addressed, until PRFeedbackAddressed,
+//     PRFeedbackSkipped or PREscalationRequested ends it.
 //   - PRMergeFailed, approval withdrawn, on the approved head: the merger
 //     took the PR out of its queue, so the current status is announced
 //     again on the next look (a 👍 given back meanwhile would otherwise
@@ -48,7 +53,14 @@ func reduce(cur state.PR, d events.Data, at, now time.Time) (state.PR, bool) {
 		}
 		next.FixCycle = max(cur.FixCycle, d.FixCycle)
 		next.PushedHeadSHA, next.PushedAt, next.LastPushAt = d.HeadSHA, pushedAt, pushedAt
-		if cur.FeedbackHeadSHA == d.PreviousHeadSHA {
+		if cur.ConflictHeadSHA != "" && cur.ConflictHeadSHA == d.PreviousHeadSHA {
+			// A resolved conflict, not a change request: no feedback was
+			// asked, so none is addressed.
+			next.ConflictHeadSHA, next.ConflictFixHeadSHA = "", d.HeadSHA
+			if cur.FeedbackHeadSHA == d.PreviousHeadSHA {
+				next.FeedbackHeadSHA = ""
+			}
+		} else if cur.FeedbackHeadSHA == d.PreviousHeadSHA {
 			next.FeedbackHeadSHA = ""
 			addressed := append(append([]string(nil), cur.AddressedItems...), cur.AskedItems...)
 			next.AddressedItems = addressed[max(0, len(addressed)-state.MaxAddressedItems):]
@@ -58,10 +70,23 @@ func reduce(cur state.PR, d events.Data, at, now time.Time) (state.PR, bool) {
 		if cur.FeedbackHeadSHA != "" && cur.FeedbackHeadSHA == d.HeadSHA {
 			next.FeedbackHeadSHA = "" // nobody works on it: publish what comes next
 		}
+		if cur.ConflictHeadSHA == d.HeadSHA {
+			next.ConflictHeadSHA = ""
+		}
 	case *events.EscalationRequested:
 		if cur.FeedbackHeadSHA != "" && cur.FeedbackHeadSHA == d.HeadSHA {
 			next.FeedbackHeadSHA = "" // the change request is a human's now
 		}
+		if cur.ConflictHeadSHA == d.HeadSHA {
+			next.ConflictHeadSHA = ""
+		}
+	case *events.ConflictResolveRequested:
+		if cur.Closed || d.HeadSHA == "" {
+			return cur, false
+		}
+		// Held like a change request: the resolution's head must not be
+		// announced before the feedback service says it is the resolution.
+		next.FeedbackHeadSHA, next.ConflictHeadSHA = d.HeadSHA, d.HeadSHA
 	case *events.Escalated:
 		if d.Epoch != cur.Epoch || cur.Closed {
 			return cur, false // of an epoch a human already resolved

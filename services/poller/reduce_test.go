@@ -161,6 +161,14 @@ func TestReduce(t *testing.T) {
 		{name: "ReviewTimeout", cur: approved, event: &events.ReviewTimeout{Base: b("h1"), Reason: events.ReasonReviewTimeout}},
 		{name: "PRMergeQueued", cur: approved, event: &events.MergeQueued{Base: b("h1"), Position: 1}},
 		{name: "PRMergeWaiting", cur: approved, event: &events.MergeWaiting{Base: b("h1"), Checks: []string{"ci"}}},
+		{name: "PRMergeCandidate", cur: approved, event: &events.MergeCandidate{Base: b("h1"), State: events.CandidateBuilt, Candidate: "c1"}},
+		// A conflict handed to the agent holds the next head back like a
+		// change request (TestReduce_ConflictResolution has the rest).
+		{
+			name: "PRConflictResolveRequested", cur: approved, changed: true,
+			event: &events.ConflictResolveRequested{Base: b("h1"), BaseBranch: "main", BaseSHA: "m1"},
+			check: func(t *testing.T, n state.PR) { assert.Equal(t, "h1", n.FeedbackHeadSHA) },
+		},
 		{name: "PRClosed", cur: approved, event: &events.Closed{Base: b("h1")}},
 		{name: "PREscalationResolved", cur: addressing, event: &events.EscalationResolved{Base: b("h1"), Epoch: 3}},
 		// The speculative queue's candidates are the merger's business; a
