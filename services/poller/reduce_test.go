@@ -171,12 +171,8 @@ func TestReduce(t *testing.T) {
 		},
 		{name: "PRClosed", cur: approved, event: &events.Closed{Base: b("h1")}},
 		{name: "PREscalationResolved", cur: addressing, event: &events.EscalationResolved{Base: b("h1"), Epoch: 3}},
-		// The speculative queue's candidates are the merger's business; a
-		// conflict handed to the agent reaches the record through the
-		// feedback service's answer (PRFeedbackAddressed, or an
-		// escalation), like a change request does.
+		// The speculative queue's candidates are the merger's business.
 		{name: "PRMergeCandidate", cur: approved, event: &events.MergeCandidate{Base: b("h1"), BaseBranch: "main", State: events.CandidateBuilt, Candidate: "c1", Position: 1}},
-		{name: "PRConflictResolveRequested", cur: approved, event: &events.ConflictResolveRequested{Base: b("h1"), BaseBranch: "main", BaseSHA: "t1", Epoch: 2}},
 		// The request to open a PR is the feedback service's; its
 		// PRCreated is what the poller follows.
 		{name: "PRCreateRequested", cur: approved, event: &events.CreateRequested{Base: b("h1"), Branch: "feature/x"}},
