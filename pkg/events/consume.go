@@ -246,10 +246,14 @@ func EnsureConsumer(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfi
 // Consume runs h for every event the durable consumer receives, until ctx is
 // done. It then stops fetching, waits up to Grace for running handlers (which
 // still ack or nak their messages), and returns nil. It returns an error only
-// when the consumer cannot be created.
+// when the consumer cannot be created; a shutdown while it is being
+// created is a shutdown, not an error.
 func Consume(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfig, h Handler) error {
 	c := cfg.withDefaults()
 	cons, err := EnsureConsumer(ctx, js, c)
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -580,3 +580,17 @@ func TestConsume_InterruptedDeliveriesAreNotTheMessagesFault(t *testing.T) {
 		})
 	}
 }
+
+// A service stopped while its consumer is still being created is shut
+// down, not failed: TestMerger_StaleApprovalNotMerged's replica was
+// stopped within a second of starting and reported "ensure consumer
+// merger: context canceled" as its error.
+func TestConsume_ShutdownBeforeTheConsumerExistsIsNotAnError(t *testing.T) {
+	t.Parallel()
+	conn := natstest.Start(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := events.Consume(ctx, conn.JS, events.ConsumerConfig{Durable: "merger", Types: []events.Type{events.TypeReviewApproved}},
+		func(context.Context, *events.Msg) error { return nil })
+	assert.NoError(t, err)
+}

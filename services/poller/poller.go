@@ -204,11 +204,13 @@ func New(cfg Config, d Deps) *Service {
 // Run restores the watch set from the state bucket, consumes events and
 // probes every watched repository until ctx is done.
 func (s *Service) Run(ctx context.Context) error {
+	// A shutdown during any start-up step is a shutdown, not an error
+	// (as in events.Consume).
 	recs, err := s.d.Store.List(ctx)
-	if err != nil {
+	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("restore watched PRs: %w", err)
 	}
-	if err := s.flushAll(ctx, recs); err != nil {
+	if err := s.flushAll(ctx, recs); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("publish the events decided before a restart: %w", err)
 	}
 	restored := 0
@@ -244,7 +246,7 @@ func (s *Service) Run(ctx context.Context) error {
 		go func() { defer s.wg.Done(); sh.Run(ctx, s.repoList) }()
 	}
 	if s.d.Kicks != nil {
-		if err := s.d.Kicks.Subscribe(ctx, s.Kick); err != nil {
+		if err := s.d.Kicks.Subscribe(ctx, s.Kick); err != nil && ctx.Err() == nil {
 			return fmt.Errorf("subscribe to poller kicks: %w", err)
 		}
 	}
