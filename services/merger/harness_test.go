@@ -120,6 +120,8 @@ func (e *env) start(cfg merger.Config, holder string, gh ...merger.GitHub) (stop
 	if e.deps != nil {
 		e.deps(&d)
 	}
+	// MERGER_TEST_LOG=1 shows the replicas' logs, to debug a failing test;
+	// it changes nothing else.
 	if os.Getenv("MERGER_TEST_LOG") != "" {
 		d.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
