@@ -172,8 +172,13 @@ func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 		}
 		return m != nil && strings.Contains(p.Stderr.String(), `"msg":"ready"`)
 	}, 20*time.Second, 10*time.Millisecond)
+	// "ready" means each service's durable consumer exists on the server
+	// (the readiness checks); the service logs "consumer ready" a moment
+	// later, once its fetch loop runs, so that line may come after it.
 	for _, name := range []string{poller.Name, feedback.Name, merger.Name, escalator.Name} {
-		assert.Regexp(t, `"msg":"consumer ready"[^\n]*"consumer":"`+name+`"`, p.Stderr.String())
+		re := regexp.MustCompile(`"msg":"consumer ready"[^\n]*"consumer":"` + name + `"`)
+		require.Eventually(t, func() bool { return re.MatchString(p.Stderr.String()) }, 20*time.Second, 10*time.Millisecond,
+			"the %s consumer never said it was ready", name)
 	}
 
 	// Watch pr.> with a plain NATS subscription without credentials, as
