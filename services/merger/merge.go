@@ -248,26 +248,14 @@ func (s *Service) announceUpdate(ctx context.Context, st *stored) error {
 // on this one.
 func (s *Service) checks(ctx context.Context, st *stored, head string) (Checks, error) {
 	repo := st.PR.RepoRef()
-	rules, err := s.d.GitHub.ListBranchRules(ctx, repo, st.Base)
+	required, err := s.requiredChecks(ctx, repo, st.Base)
 	if err != nil {
 		return Checks{}, err
 	}
-	required, err := github.RequiredChecks(rules)
-	if err != nil {
-		return Checks{}, fmt.Errorf("required checks of %s of %s: %w", st.Base, repo, err)
-	}
-	combined, err := s.d.GitHub.GetCombinedStatus(ctx, repo, head)
+	c, err := s.evaluateChecks(ctx, repo, head, required, st.SeenChecks)
 	if err != nil {
 		return Checks{}, err
 	}
-	runs, err := s.d.GitHub.ListCheckRuns(ctx, repo, head)
-	if err != nil {
-		return Checks{}, err
-	}
-	c := EvaluateChecks(ChecksInput{
-		Required: union(required, s.cfg.requiredChecks()), Seen: st.SeenChecks, Own: s.cfg.statusContext(),
-		Combined: combined, Runs: runs,
-	})
 	if seen := union(st.SeenChecks, c.Reported); len(seen) > len(st.SeenChecks) {
 		st.SeenChecks = seen
 		if err := s.q.save(ctx, st); err != nil {
@@ -275,6 +263,36 @@ func (s *Service) checks(ctx context.Context, st *stored, head string) (Checks, 
 		}
 	}
 	return c, nil
+}
+
+// requiredChecks returns the checks base requires: its branch rules' and
+// PRLOOP_REQUIRED_CHECKS.
+func (s *Service) requiredChecks(ctx context.Context, repo ghref.Repo, base string) ([]string, error) {
+	rules, err := s.d.GitHub.ListBranchRules(ctx, repo, base)
+	if err != nil {
+		return nil, err
+	}
+	required, err := github.RequiredChecks(rules)
+	if err != nil {
+		return nil, fmt.Errorf("required checks of %s of %s: %w", base, repo, err)
+	}
+	return union(required, s.cfg.requiredChecks()), nil
+}
+
+// evaluateChecks reads the statuses and check runs of sha and judges them
+// against required and the checks seen before (EvaluateChecks).
+func (s *Service) evaluateChecks(ctx context.Context, repo ghref.Repo, sha string, required, seen []string) (Checks, error) {
+	combined, err := s.d.GitHub.GetCombinedStatus(ctx, repo, sha)
+	if err != nil {
+		return Checks{}, err
+	}
+	runs, err := s.d.GitHub.ListCheckRuns(ctx, repo, sha)
+	if err != nil {
+		return Checks{}, err
+	}
+	return EvaluateChecks(ChecksInput{
+		Required: required, Seen: seen, Own: s.cfg.statusContext(), Combined: combined, Runs: runs,
+	}), nil
 }
 
 // announceWaiting publishes PRMergeWaiting with the checks the head waits

@@ -243,9 +243,16 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 		states[i] = ChecksPending
 		checks[i] = Checks{State: ChecksPending, Pending: []string{"any check (the candidate is new)"}}
 	}
+	// One base, one read of what it requires, for every candidate.
+	var required []string
+	if kept > 0 {
+		if required, err = s.requiredChecks(ctx, riders[0].st.PR.RepoRef(), riders[0].st.Base); err != nil {
+			return retry(err)
+		}
+	}
 	if err := parallel(kept, func(i int) error {
 		var err error
-		checks[i], err = sp.checks(ctx, batch.SeenChecks, chain[i].PR.RepoRef(), riders[i].st.Base, chain[i].SHA)
+		checks[i], err = sp.checks(ctx, chain[i].PR.RepoRef(), chain[i].SHA, required, batch.SeenChecks)
 		return err
 	}); err != nil {
 		return retry(err)
@@ -588,31 +595,15 @@ func (sp *speculation) emit(ctx context.Context, c Candidate, state, base, baseS
 	return err
 }
 
-// checks evaluates a candidate's checks: those the base requires and
-// those seen on the queue's candidates must all report and pass, and a
-// candidate on which nothing reported is never green (it was not tested).
-func (sp *speculation) checks(ctx context.Context, seen []string, repo ghref.Repo, base, sha string) (Checks, error) {
-	s := sp.s
-	rules, err := s.d.GitHub.ListBranchRules(ctx, repo, base)
+// checks evaluates a candidate's checks: those the base requires
+// (required) and those seen on the queue's candidates must all report and
+// pass, and a candidate on which nothing reported is never green (it was
+// not tested).
+func (sp *speculation) checks(ctx context.Context, repo ghref.Repo, sha string, required, seen []string) (Checks, error) {
+	c, err := sp.s.evaluateChecks(ctx, repo, sha, required, seen)
 	if err != nil {
 		return Checks{}, err
 	}
-	required, err := github.RequiredChecks(rules)
-	if err != nil {
-		return Checks{}, fmt.Errorf("required checks of %s of %s: %w", base, repo, err)
-	}
-	combined, err := s.d.GitHub.GetCombinedStatus(ctx, repo, sha)
-	if err != nil {
-		return Checks{}, err
-	}
-	runs, err := s.d.GitHub.ListCheckRuns(ctx, repo, sha)
-	if err != nil {
-		return Checks{}, err
-	}
-	c := EvaluateChecks(ChecksInput{
-		Required: union(required, s.cfg.requiredChecks()), Seen: seen, Own: s.cfg.statusContext(),
-		Combined: combined, Runs: runs,
-	})
 	if c.State == ChecksGreen && len(c.Reported) == 0 {
 		c.State = ChecksPending
 		c.Pending = []string{"any check (none reported on the candidate yet)"}
