@@ -101,10 +101,21 @@ func TestPoller_StaleSignalsDoNotCount(t *testing.T) {
 	e.tick()
 	_, err := e.sim.AddIssueComment(e.pr, "alice", "old remark")
 	require.NoError(t, err)
+	// The remark asks for a change. Waiting for it makes the run
+	// deterministic: a poll that saw the remark and the 👍 together would
+	// not ask at all.
+	asked := e.rec.Wait(t, e.pr, events.TypeFeedbackReceived, waitFor).Data.(*events.FeedbackReceived)
 	e.tick()
 	_, err = e.sim.AddReaction(e.pr, "alice", "+1")
 	require.NoError(t, err)
 	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor) // the 👍 came after prloop saw the head
+	// The feedback service ends the change request without a fix, as it
+	// does when nothing is left to address; until it speaks, a new head is
+	// held back (causal order), which TestPoller_NewHeadWaitsForTheChangeRequestToEnd covers.
+	_, _, err = e.emit.Emit(t.Context(), &events.FeedbackSkipped{
+		Base: events.Base{PR: e.pr, HeadSHA: asked.HeadSHA}, FixCycle: asked.FixCycle, Actor: "feedback", Detail: "no feedback left to address",
+	}, "test")
+	require.NoError(t, err)
 
 	// Someone else pushes: the approval and the comment are now stale.
 	e.tick()
