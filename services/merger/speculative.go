@@ -95,6 +95,11 @@ type mergeDecision struct {
 	Merge int
 	// FailFirst says the first candidate failed: its PR leaves.
 	FailFirst bool
+	// Stack says new candidates may be built at the end of the chain. Not
+	// after a failed candidate: a candidate stacked on it holds the
+	// failure too, and would only spend a CI run on a certain red. They
+	// are built once the failing PR has left.
+	Stack bool
 }
 
 // chooseMerge decides from the candidates' check verdicts, in order, what
@@ -104,10 +109,10 @@ type mergeDecision struct {
 // wait. A failed candidate further back only waits: its fault may lie
 // with a PR before it, which its own candidate will show. It is pure.
 func chooseMerge(states []ChecksState) mergeDecision {
-	var d mergeDecision
+	d := mergeDecision{Stack: true}
 	for i, st := range states {
 		if st == ChecksFailed {
-			d.FailFirst = i == 0
+			d.FailFirst, d.Stack = i == 0, false
 			break
 		}
 		if st == ChecksGreen {
@@ -267,6 +272,11 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 		// Merging what is proven comes first; the new candidates are
 		// pushed by the next pass, on the base these merges leave.
 		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], baseSHA)
+	}
+	if !d.Stack {
+		// Built in the scratch repository only; the next pass, after the
+		// failing PR has left, builds what is worth testing.
+		chain, fresh = chain[:kept], nil
 	}
 	if err := sp.push(ctx, riders[0].p, fresh); err != nil {
 		return retry(err)

@@ -16,15 +16,16 @@ func TestChooseMerge(t *testing.T) {
 		states []ChecksState
 		want   mergeDecision
 	}{
-		{name: "nothing built", want: mergeDecision{}},
-		{name: "first pending waits", states: []ChecksState{P, P}, want: mergeDecision{}},
-		{name: "first green merges one", states: []ChecksState{G, P, P}, want: mergeDecision{Merge: 1}},
-		{name: "a later green candidate proves the ones before it", states: []ChecksState{P, P, G, P}, want: mergeDecision{Merge: 3}},
-		{name: "all green merges all", states: []ChecksState{G, G, G, G}, want: mergeDecision{Merge: 4}},
+		{name: "nothing built", want: mergeDecision{Stack: true}},
+		{name: "first pending waits", states: []ChecksState{P, P}, want: mergeDecision{Stack: true}},
+		{name: "first green merges one", states: []ChecksState{G, P, P}, want: mergeDecision{Merge: 1, Stack: true}},
+		{name: "a later green candidate proves the ones before it", states: []ChecksState{P, P, G, P}, want: mergeDecision{Merge: 3, Stack: true}},
+		{name: "all green merges all", states: []ChecksState{G, G, G, G}, want: mergeDecision{Merge: 4, Stack: true}},
 		{name: "first failed removes the first PR", states: []ChecksState{F, G, G}, want: mergeDecision{FailFirst: true}},
 		{name: "a green after a failed one proves nothing", states: []ChecksState{P, F, G}, want: mergeDecision{}},
 		{name: "green up to the failed one merges up to it", states: []ChecksState{G, G, F, G}, want: mergeDecision{Merge: 2}},
 		{name: "a failed one further back waits for the first", states: []ChecksState{P, F}, want: mergeDecision{}},
+		{name: "nothing is stacked on a failed candidate", states: []ChecksState{G, F, P}, want: mergeDecision{Merge: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -129,8 +129,17 @@ func TestSpeculative_FailingPRInTheMiddleIsRemoved(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	prs, heads := e.openPRs("a.txt", "BROKEN.txt", "c.txt")
-	e.candidateCI(func(_ *events.MergeCandidate, files []string) string {
+	// The broken candidate fails only once c rides behind it, so that c's
+	// candidate must be rebuilt (nothing is stacked on a failed candidate).
+	var cBehind atomic.Bool
+	e.candidateCI(func(c *events.MergeCandidate, files []string) string {
+		if c.PR.Number == prs[2].Number && slices.Contains(c.Ahead, prs[1].Number) {
+			cBehind.Store(true)
+		}
 		if slices.Contains(files, "BROKEN.txt") {
+			if !cBehind.Load() {
+				return ""
+			}
 			return "failure"
 		}
 		return "success"
@@ -155,6 +164,41 @@ func TestSpeculative_FailingPRInTheMiddleIsRemoved(t *testing.T) {
 	assert.Equal(t, rebuilt[len(rebuilt)-1].Tree, cTree, "main is the rebuilt, tested candidate")
 	assert.NotContains(t, rebuilt[len(rebuilt)-1].Ahead, prs[1].Number, "the rebuilt candidate leaves the failing PR out")
 	assert.NotContains(t, e.git("ls-tree", "-r", "--name-only", "main"), "BROKEN.txt")
+	e.waitQueueEmpty()
+}
+
+// TestSpeculative_NothingIsStackedOnAFailedCandidate: a candidate built on
+// top of a failed one holds the failure too; building it would spend a CI
+// run on a certain red. With depth 2, PR c's first candidate is built only
+// after the broken PR ahead of it has left, on main without it.
+func TestSpeculative_NothingIsStackedOnAFailedCandidate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "BROKEN.txt", "c.txt")
+	var brokenFailed atomic.Bool
+	e.candidateCI(func(c *events.MergeCandidate, files []string) string {
+		switch {
+		case slices.Contains(files, "BROKEN.txt"):
+			brokenFailed.Store(true)
+			return "failure"
+		case c.PR.Number == prs[0].Number && !brokenFailed.Load():
+			return "" // a's candidate turns green only after a+BROKEN has failed
+		}
+		return "success"
+	})
+	e.start(config(func(c *merger.Config) { c.QueueMode, c.QueueDepth = merger.QueueSpeculative, 2 }), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+
+	e.mergedTree(prs[0])
+	assert.Equal(t, events.ReasonChecksFailed, e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed).Reason)
+	cTree := e.mergedTree(prs[2])
+	built := e.candidates(prs[2], events.CandidateBuilt)
+	require.Len(t, built, 1, "c is built once, after the broken PR left")
+	assert.Empty(t, built[0].Ahead, "c's candidate is main plus c alone")
+	assert.Equal(t, built[0].Tree, cTree)
+	assert.Len(t, e.candidates(prs[1], events.CandidateBuilt), 1, "one CI run held the broken PR")
 	e.waitQueueEmpty()
 }
 
