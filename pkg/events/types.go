@@ -434,7 +434,9 @@ type MergeCandidate struct {
 	BaseSHA string `json:"base_sha,omitempty"`
 	// Position is the candidate's place in the batch (1 is the base tip
 	// plus the first PR); Ahead are the PRs merged into it before this
-	// one, in order.
+	// one, in order. Both are as built: a candidate stacked on a proven
+	// batch before that batch merged (so that its CI runs meanwhile) is
+	// kept afterwards, and its Ahead still names the PRs merged since.
 	Position int   `json:"position"`
 	Ahead    []int `json:"ahead,omitempty"`
 	// Detail says why a candidate was invalidated.

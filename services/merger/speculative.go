@@ -269,8 +269,16 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	}
 	d := chooseMerge(states)
 	if d.Merge > 0 {
-		// Merging what is proven comes first; the new candidates are
-		// pushed by the next pass, on the base these merges leave.
+		if d.Stack && len(chain) == len(riders) {
+			if err := sp.stackNext(ctx, batch, rev, chain, fresh, riders, entries, d.Merge, baseSHA); err != nil {
+				if ctx.Err() != nil {
+					return false, err
+				}
+				// Only time is lost: the next pass builds them on the
+				// base the merges leave.
+				sp.log.Info("cannot stack the next candidates before merging", "err", err)
+			}
+		}
 		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], baseSHA)
 	}
 	if !d.Stack {
@@ -416,13 +424,25 @@ func (sp *speculation) build(ctx context.Context, riders []rider, old []Candidat
 	if err := sp.fetchHeads(ctx, riders); err != nil {
 		return nil, nil, "", "", err
 	}
-	prev := baseSHA
-	for i, r := range riders {
+	chain, fresh, conflict, err = sp.extend(ctx, nil, baseSHA, riders, old)
+	return chain, fresh, baseSHA, conflict, err
+}
+
+// extend stacks a candidate for each rider on chain (on base when chain is
+// empty), reusing an old candidate that tests the same tree. It stops at a
+// rider that conflicts with a PR ahead of it in the batch (that PR waits);
+// a first rider conflicting with base itself is reported as conflict.
+func (sp *speculation) extend(ctx context.Context, chain []Candidate, base string, riders []rider, old []Candidate) (_, fresh []Candidate, conflict string, err error) {
+	prev := base
+	if len(chain) > 0 {
+		prev = chain[len(chain)-1].SHA
+	}
+	for _, r := range riders {
 		head := r.st.Head
 		out, err := sp.g.run(ctx, "merge-tree", "--write-tree", "--no-messages", prev, head)
 		if gitx.ExitCode(err) == 1 {
-			if i == 0 {
-				return nil, nil, baseSHA, fmt.Sprintf("the PR conflicts with its base branch %s", r.st.Base), nil
+			if len(chain) == 0 {
+				return nil, nil, fmt.Sprintf("the PR conflicts with its base branch %s", r.st.Base), nil
 			}
 			// It conflicts with a PR ahead of it: it waits until those
 			// are merged, and then conflicts with the base itself.
@@ -430,7 +450,7 @@ func (sp *speculation) build(ctx context.Context, riders []rider, old []Candidat
 			break
 		}
 		if err != nil {
-			return nil, nil, "", "", fmt.Errorf("build candidate for %s: %w", r.st.PR, err)
+			return nil, nil, "", fmt.Errorf("build candidate for %s: %w", r.st.PR, err)
 		}
 		tree, _, _ := strings.Cut(out, "\n")
 		if c, ok := reusable(old, r.st.PR, head, tree); ok && sp.has(ctx, c.SHA) {
@@ -438,15 +458,77 @@ func (sp *speculation) build(ctx context.Context, riders []rider, old []Candidat
 			prev = c.SHA
 			continue
 		}
-		c := Candidate{PR: r.st.PR, Seq: r.st.Seq, Head: head, Tree: tree, Branch: candidateBranch(r.st.Base, r.st.PR.Number), BuiltAt: s.d.Now().UTC()}
+		c := Candidate{PR: r.st.PR, Seq: r.st.Seq, Head: head, Tree: tree, Branch: candidateBranch(r.st.Base, r.st.PR.Number), BuiltAt: sp.s.d.Now().UTC()}
 		if c.SHA, err = sp.commit(ctx, c, prev, chain); err != nil {
-			return nil, nil, "", "", err
+			return nil, nil, "", err
 		}
 		chain = append(chain, c)
 		fresh = append(fresh, c)
 		prev = c.SHA
 	}
-	return chain, fresh, baseSHA, "", nil
+	return chain, fresh, "", nil
+}
+
+// nextRiders returns the queued PRs in entries that are open on their
+// queued head, in order, up to the first that is not: the PRs after the
+// batch, whose candidates are stacked on it while its proven PRs merge.
+// They are not let leave here; their own pass does that.
+func (sp *speculation) nextRiders(ctx context.Context, entries []stored) ([]rider, error) {
+	pulls := make([]*gh.PullRequest, len(entries))
+	if err := parallel(len(entries), func(i int) error {
+		var err error
+		pulls[i], err = sp.s.d.GitHub.GetPull(ctx, entries[i].PR)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	var out []rider
+	for i, st := range entries {
+		if v := ViewOf(pulls[i]); !v.Open || v.Merged || v.HeadSHA != st.Head || v.BaseRef != st.Base {
+			break
+		}
+		out = append(out, rider{st: st, p: pulls[i]})
+	}
+	return out, nil
+}
+
+// stackNext gives the PRs after the batch their candidates before the
+// batch's proven PRs merge, so that their CI runs during the merges rather
+// than after them. The merges leave the base at the tree of the last
+// merged candidate, so a candidate stacked on the chain now has the tree
+// the next pass computes on the new base, and that pass keeps it (by
+// tree) with its CI already under way. If the merges stop early, the next
+// pass finds other trees and rebuilds: a CI run spent, nothing untested
+// merged. At most merge more candidates are stacked: as many as leave CI
+// by merging, so no more than the depth are ever pending.
+func (sp *speculation) stackNext(ctx context.Context, batch Batch, rev uint64, chain, fresh []Candidate, riders []rider, entries []stored, merge int, baseSHA string) error {
+	more := entries[len(riders):min(len(entries), len(riders)+merge)]
+	if len(more) == 0 && len(fresh) == 0 {
+		return nil
+	}
+	next, err := sp.nextRiders(ctx, more)
+	if err != nil {
+		return err
+	}
+	if len(next) > 0 {
+		if err := sp.fetchHeads(ctx, next); err != nil {
+			return err
+		}
+	}
+	chain, extra, _, err := sp.extend(ctx, chain, baseSHA, next, batch.Candidates)
+	if err != nil {
+		return err
+	}
+	fresh = append(fresh, extra...)
+	if err := sp.push(ctx, riders[0].p, fresh); err != nil {
+		return err
+	}
+	if err := sp.publish(ctx, batch, chain, riders[0].st.Base, baseSHA, entries); err != nil {
+		return err
+	}
+	batch.BaseSHA, batch.Candidates = baseSHA, chain
+	_, err = sp.save(ctx, batch, rev)
+	return err
 }
 
 // push pushes new candidates to their branches in the base repository

@@ -202,6 +202,52 @@ func TestSpeculative_NothingIsStackedOnAFailedCandidate(t *testing.T) {
 	e.waitQueueEmpty()
 }
 
+// TestSpeculative_NextCandidatesRunWhileTheBatchMerges: when a batch is
+// proven, the PRs after it get their candidates, stacked on the batch,
+// before its PRs merge, so that their CI runs meanwhile. The merges leave
+// main at the tree those candidates were built on, so they are kept, not
+// rebuilt, and main ends on the trees they tested.
+func TestSpeculative_NextCandidatesRunWhileTheBatchMerges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "b.txt", "c.txt", "d.txt")
+	var allQueued atomic.Bool
+	e.candidateCI(func(*events.MergeCandidate, []string) string {
+		// Green once the whole queue is there (approve waits for each
+		// PRMergeQueued), so that c waits behind the batch that is proven
+		// first.
+		if !allQueued.Load() {
+			return ""
+		}
+		return "success"
+	})
+	e.start(config(func(c *merger.Config) { c.QueueMode, c.QueueDepth = merger.QueueSpeculative, 2 }), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+	allQueued.Store(true)
+
+	firstMerge := e.rec.Wait(t, prs[0], events.TypeMerged, waitFor).Seq
+	for i, pr := range prs[2:] {
+		tree := e.mergedTree(pr)
+		built := e.candidates(pr, events.CandidateBuilt)
+		require.Len(t, built, 1, "%s's candidate is built once and kept through the merges", pr)
+		require.NotEmpty(t, built[0].Ahead)
+		assert.Equal(t, prs[1+i].Number, built[0].Ahead[len(built[0].Ahead)-1], "stacked on the candidate of the PR before it")
+		assert.Equal(t, built[0].Tree, tree, "main after merging %s is the tree its candidate tested", pr)
+		assert.Empty(t, e.candidates(pr, events.CandidateInvalidated))
+	}
+	var builtSeqs []uint64
+	for _, r := range e.rec.All() {
+		if c, ok := r.Data.(*events.MergeCandidate); ok && c.State == events.CandidateBuilt && c.PR.Number == prs[2].Number {
+			builtSeqs = append(builtSeqs, r.Seq)
+		}
+	}
+	require.Len(t, builtSeqs, 1)
+	assert.Less(t, builtSeqs[0], firstMerge, "c's CI started before the batch ahead of it merged")
+	e.waitQueueEmpty()
+}
+
 func TestSpeculative_OutsidePushToBaseInvalidatesCandidates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
