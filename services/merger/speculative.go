@@ -93,8 +93,10 @@ func candidateBranch(base string, n int) string {
 type mergeDecision struct {
 	// Merge is how many PRs, from the first, can be merged now.
 	Merge int
-	// FailFirst says the first candidate failed: its PR leaves.
-	FailFirst bool
+	// Remove, when not 0, is the place (from 1) of a PR whose candidate
+	// failed while the candidate before it passed (or it is the first):
+	// that PR broke the build and leaves the queue.
+	Remove int
 	// Stack says new candidates may be built at the end of the chain. Not
 	// after a failed candidate: a candidate stacked on it holds the
 	// failure too, and would only spend a CI run on a certain red. They
@@ -105,14 +107,19 @@ type mergeDecision struct {
 // chooseMerge decides from the candidates' check verdicts, in order, what
 // the queue can do: merge the PRs up to the last green candidate before
 // the first failed one (a later green candidate proves the earlier PRs
-// together), or remove the first PR when its own candidate failed, or
-// wait. A failed candidate further back only waits: its fault may lie
-// with a PR before it, which its own candidate will show. It is pure.
+// together), remove the PR whose candidate is the first failed one when
+// the candidate before it passed (the base plus the PRs ahead was green,
+// adding this PR made it red), or wait. A failed candidate after a pending
+// one only waits: its fault may lie with a PR before it, which that PR's
+// own candidate will show. It is pure.
 func chooseMerge(states []ChecksState) mergeDecision {
 	d := mergeDecision{Stack: true}
 	for i, st := range states {
 		if st == ChecksFailed {
-			d.FailFirst, d.Stack = i == 0, false
+			d.Stack = false
+			if i == 0 || states[i-1] == ChecksGreen {
+				d.Remove = i + 1
+			}
 			break
 		}
 		if st == ChecksGreen {
@@ -268,7 +275,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 		seen = union(seen, checks[i].Reported)
 	}
 	d := chooseMerge(states)
-	if d.Merge > 0 {
+	if d.Merge > 0 && d.Remove == 0 {
 		if d.Stack && len(chain) == len(riders) {
 			if err := sp.stackNext(ctx, batch, rev, chain, fresh, riders, entries, d.Merge, baseSHA); err != nil {
 				if ctx.Err() != nil {
@@ -298,11 +305,20 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	}
 	log := sp.log.With("pr", riders[0].st.PR.String())
 	switch {
-	case d.FailFirst:
-		c := chain[0]
-		return true, s.fail(ctx, riders[0].st, events.ReasonChecksFailed, fmt.Sprintf(
-			"checks failed on candidate %s (branch %s: %s at %s plus this PR at %s): %s",
-			ghref.ShortSHA(c.SHA), c.Branch, riders[0].st.Base, ghref.ShortSHA(baseSHA), ghref.ShortSHA(c.Head), strings.Join(checks[0].Failed, ", ")), log)
+	case d.Remove > 0:
+		// The culprit leaves first, before the PRs ahead of it merge: the
+		// next pass stacks the PRs behind it on the green prefix while
+		// those merges go on.
+		i := d.Remove - 1
+		c, st := chain[i], riders[i].st
+		var plus strings.Builder
+		for _, a := range chain[:i] {
+			fmt.Fprintf(&plus, "#%d, ", a.PR.Number)
+		}
+		return true, s.fail(ctx, st, events.ReasonChecksFailed, fmt.Sprintf(
+			"checks failed on candidate %s (branch %s: %s at %s plus %sthis PR at %s): %s",
+			ghref.ShortSHA(c.SHA), c.Branch, st.Base, ghref.ShortSHA(baseSHA), plus.String(), ghref.ShortSHA(c.Head), strings.Join(checks[i].Failed, ", ")),
+			sp.log.With("pr", st.PR.String()))
 	case s.d.Now().Sub(chain[0].BuiltAt) >= s.cfg.ChecksTimeout:
 		c := chain[0]
 		return true, s.fail(ctx, riders[0].st, events.ReasonChecksFailed, fmt.Sprintf(

@@ -21,11 +21,12 @@ func TestChooseMerge(t *testing.T) {
 		{name: "first green merges one", states: []ChecksState{G, P, P}, want: mergeDecision{Merge: 1, Stack: true}},
 		{name: "a later green candidate proves the ones before it", states: []ChecksState{P, P, G, P}, want: mergeDecision{Merge: 3, Stack: true}},
 		{name: "all green merges all", states: []ChecksState{G, G, G, G}, want: mergeDecision{Merge: 4, Stack: true}},
-		{name: "first failed removes the first PR", states: []ChecksState{F, G, G}, want: mergeDecision{FailFirst: true}},
+		{name: "first failed removes the first PR", states: []ChecksState{F, G, G}, want: mergeDecision{Remove: 1}},
 		{name: "a green after a failed one proves nothing", states: []ChecksState{P, F, G}, want: mergeDecision{}},
-		{name: "green up to the failed one merges up to it", states: []ChecksState{G, G, F, G}, want: mergeDecision{Merge: 2}},
+		{name: "failed after a green one: that PR broke it and leaves; the green ones are proven", states: []ChecksState{G, G, F, G}, want: mergeDecision{Merge: 2, Remove: 3}},
 		{name: "a failed one further back waits for the first", states: []ChecksState{P, F}, want: mergeDecision{}},
-		{name: "nothing is stacked on a failed candidate", states: []ChecksState{G, F, P}, want: mergeDecision{Merge: 1}},
+		{name: "nothing is stacked on a failed candidate", states: []ChecksState{G, F, P}, want: mergeDecision{Merge: 1, Remove: 2}},
+		{name: "a failed one after a proven pending one is the culprit", states: []ChecksState{P, G, F}, want: mergeDecision{Merge: 2, Remove: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -1,6 +1,7 @@
 package merger_test
 
 import (
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -167,11 +168,13 @@ func TestSpeculative_FailingPRInTheMiddleIsRemoved(t *testing.T) {
 	e.waitQueueEmpty()
 }
 
-// TestSpeculative_NothingIsStackedOnAFailedCandidate: a candidate built on
-// top of a failed one holds the failure too; building it would spend a CI
-// run on a certain red. With depth 2, PR c's first candidate is built only
-// after the broken PR ahead of it has left, on main without it.
-func TestSpeculative_NothingIsStackedOnAFailedCandidate(t *testing.T) {
+// TestSpeculative_TheCulpritLeavesFirstAndNothingIsStackedOnIt: with depth
+// 2, a's candidate is green and a+BROKEN's red, so BROKEN broke the build.
+// It leaves at once, before a merges, and c is stacked on a's candidate
+// while a merges. A candidate built on a failed one would hold the failure
+// too and only spend a CI run on a certain red: c's only candidate leaves
+// the broken PR out.
+func TestSpeculative_TheCulpritLeavesFirstAndNothingIsStackedOnIt(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	prs, heads := e.openPRs("a.txt", "BROKEN.txt", "c.txt")
@@ -191,12 +194,15 @@ func TestSpeculative_NothingIsStackedOnAFailedCandidate(t *testing.T) {
 		e.approve(pr, heads[i], "1")
 	}
 
-	e.mergedTree(prs[0])
-	assert.Equal(t, events.ReasonChecksFailed, e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed).Reason)
+	aMerged := e.rec.Wait(t, prs[0], events.TypeMerged, waitFor)
+	failed := e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor)
+	assert.Equal(t, events.ReasonChecksFailed, failed.Data.(*events.MergeFailed).Reason)
+	assert.Contains(t, failed.Data.(*events.MergeFailed).Detail, fmt.Sprintf("plus #%d, this PR", prs[0].Number), "names the green PRs the candidate held")
+	assert.Less(t, failed.Seq, aMerged.Seq, "the culprit leaves before the PR ahead of it merges")
 	cTree := e.mergedTree(prs[2])
 	built := e.candidates(prs[2], events.CandidateBuilt)
 	require.Len(t, built, 1, "c is built once, after the broken PR left")
-	assert.Empty(t, built[0].Ahead, "c's candidate is main plus c alone")
+	assert.Equal(t, []int{prs[0].Number}, built[0].Ahead, "c is stacked on a's green candidate, without the broken PR")
 	assert.Equal(t, built[0].Tree, cTree)
 	assert.Len(t, e.candidates(prs[1], events.CandidateBuilt), 1, "one CI run held the broken PR")
 	e.waitQueueEmpty()
