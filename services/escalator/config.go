@@ -45,6 +45,11 @@ type Config struct {
 	// ClaimTTL is the lease one replica holds on an escalation while doing
 	// it, so that two replicas never escalate the same PR and reason at once.
 	ClaimTTL time.Duration `envconfig:"PRLOOP_ESCALATION_CLAIM_TTL" default:"2m"`
+	// RetryBackoff are the redelivery delays after a failed attempt (GitHub
+	// down, the claim held by a replica that died), by delivery; the last
+	// repeats. A delivery cut short by a crash counts too, so after a few
+	// crashes the next try waits the longer delays.
+	RetryBackoff []time.Duration `envconfig:"PRLOOP_ESCALATION_RETRY_BACKOFF" default:"1s,5s,30s,2m,5m"`
 }
 
 var mentionRE = regexp.MustCompile(`^@?[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9_.-]+)?$`)
@@ -78,6 +83,11 @@ func (c Config) Validate() error {
 	}
 	if c.ClaimTTL < time.Second {
 		errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_CLAIM_TTL=%s: want at least 1s", c.ClaimTTL))
+	}
+	for _, d := range c.RetryBackoff {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_RETRY_BACKOFF: %s is not a positive duration", d))
+		}
 	}
 	return errors.Join(errs...)
 }

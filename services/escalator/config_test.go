@@ -2,6 +2,7 @@ package escalator
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -18,8 +19,16 @@ func TestConfig_FromEnvironment(t *testing.T) {
 				assert.Empty(t, c.Mentions)
 				assert.Empty(t, c.WebhookURL)
 				assert.Nil(t, WebhookOf(c))
+				assert.Equal(t, []time.Duration{time.Second, 5 * time.Second, 30 * time.Second, 2 * time.Minute, 5 * time.Minute}, c.RetryBackoff)
 			},
 		},
+		{
+			Name: "retry backoff", Env: map[string]string{"PRLOOP_ESCALATION_RETRY_BACKOFF": "1s,2s,20s"},
+			Check: func(t *testing.T, c Config) {
+				assert.Equal(t, []time.Duration{time.Second, 2 * time.Second, 20 * time.Second}, c.RetryBackoff)
+			},
+		},
+		{Name: "retry backoff not positive", Env: map[string]string{"PRLOOP_ESCALATION_RETRY_BACKOFF": "1s,0s"}, WantErr: []string{"PRLOOP_ESCALATION_RETRY_BACKOFF", "0s"}},
 		{
 			Name: "everything set",
 			Env: map[string]string{

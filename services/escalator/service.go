@@ -174,7 +174,7 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 func (s *Service) Run(ctx context.Context) error {
 	s.log.Info("escalator started", "label", s.cfg.Label, "mentions", s.cfg.Mentions, "webhook", s.d.Webhook != nil)
 	return events.Consume(ctx, s.d.JS, events.ConsumerConfig{
-		Durable: Name, Types: Types, Logger: s.log, Concurrency: 2, Observer: s.d.Metrics.Consumer,
+		Durable: Name, Types: Types, Logger: s.log, Concurrency: 2, Observer: s.d.Metrics.Consumer, Backoff: s.cfg.RetryBackoff,
 	}, s.handle)
 }
 
