@@ -8,11 +8,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/services/escalator"
@@ -393,4 +395,20 @@ func TestEscalator_ForgetsClosedPRs(t *testing.T) {
 			assert.Empty(t, e.record().Done)
 		})
 	}
+}
+
+// TestEscalator_RetriesOnItsOwnBackoff: PRLOOP_ESCALATION_RETRY_BACKOFF
+// sets the waits between tries of a failing escalation. GitHub refuses the
+// label three times; with 10 ms waits the fourth delivery escalates at
+// once, where the default waits (1 s, 5 s, 30 s) would take 36 s.
+func TestEscalator_RetriesOnItsOwnBackoff(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.sim.InjectFault(ghsim.Fault{Method: "POST", Path: "/labels$", Kind: ghsim.FaultForbidden, Times: 3})
+	e.start(config(func(c *escalator.Config) { c.RetryBackoff = []time.Duration{10 * time.Millisecond} }))
+	e.request(events.ReasonMaxFixCycles, "1")
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalated, 15*time.Second).Data.(*events.Escalated)
+	assert.Equal(t, events.ReasonMaxFixCycles, esc.Reason)
+	assert.Equal(t, 3, e.sim.FaultCounts()[ghsim.FaultForbidden], "the label was refused three times first")
 }
