@@ -205,12 +205,18 @@ func New(cfg Config, d Deps) *Service {
 // probes every watched repository until ctx is done.
 func (s *Service) Run(ctx context.Context) error {
 	// A shutdown during any start-up step is a shutdown, not an error
-	// (as in events.Consume).
+	// (as in events.Consume); before anything runs, it simply returns.
 	recs, err := s.d.Store.List(ctx)
-	if err != nil && ctx.Err() == nil {
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("restore watched PRs: %w", err)
 	}
-	if err := s.flushAll(ctx, recs); err != nil && ctx.Err() == nil {
+	if err := s.flushAll(ctx, recs); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return fmt.Errorf("publish the events decided before a restart: %w", err)
 	}
 	restored := 0
