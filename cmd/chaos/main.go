@@ -85,7 +85,7 @@ func parseFlags(args []string) (options, error) {
 	faults := fs.String("faults", strings.Join(faultKinds, ","), "faults to inject: any of "+strings.Join(faultKinds, ",")+", or none")
 	limit := fs.Duration("duration-limit", 0, "bound for every PR to reach merged, escalated or closed (default 4m with -short, else 2m + 2s per PR)")
 	short := fs.Bool("short", false, "CI mode: 20 lifecycles over 3 repositories, unless -prs and -repos say otherwise")
-	keep := fs.Bool("keep", false, "keep the run's directory (logs, repositories, NATS stores)")
+	keep := fs.Bool("keep", false, "keep the run's directory (logs, repositories, NATS stores); a failed run keeps it anyway")
 	rate := fs.Float64("github-fault-rate", 0.1, "share of GitHub requests answered with a fault when github faults are on")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err

@@ -83,6 +83,13 @@ func (r *report) violate(invariant, pr, detail string) {
 	r.violations = append(r.violations, invariant+": "+detail)
 }
 
+// violationCount is the number of broken invariants recorded so far.
+func (r *report) violationCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.violations)
+}
+
 func (r *report) note(format string, args ...any) {
 	r.mu.Lock()
 	r.notes = append(r.notes, fmt.Sprintf(format, args...))

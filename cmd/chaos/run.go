@@ -86,7 +86,7 @@ func (l *lockedRand) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(l.float()*float64(hi-lo))
 }
 
-func run(ctx context.Context, o options) (*report, error) {
+func run(ctx context.Context, o options) (_ *report, err error) {
 	rep := newReport(o)
 	fmt.Printf("chaos: seed %d, %d PRs over %d repositories, faults %s\n", o.seed, o.prs, o.repos, rep.faultList())
 	root, err := benchrun.Root()
@@ -99,9 +99,21 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	if o.keep {
 		fmt.Println("chaos: run directory", dir)
-	} else {
-		defer os.RemoveAll(dir)
 	}
+	// A failed run keeps its directory whatever -keep says: its logs and
+	// records are the only way to find out why, and a rerun with the same
+	// seed does not replay the same interleaving. This defer runs last, after
+	// every process has stopped.
+	defer func() {
+		if o.keep {
+			return
+		}
+		if err != nil || rep.violationCount() > 0 {
+			fmt.Println("chaos: the run failed; its directory is kept for diagnosis:", dir)
+			return
+		}
+		_ = os.RemoveAll(dir)
+	}()
 	for _, d := range []string{"bin", "logs", "nats", "github", "records", "agent", "work", "data"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return nil, fmt.Errorf("create %s: %w", d, err)
