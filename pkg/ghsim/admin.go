@@ -392,6 +392,31 @@ func (s *Sim) SetStatus(repo ghref.Repo, sha, context, state string) error {
 	return nil
 }
 
+// SetStatuses sets the commit status for each of contexts on sha (or a
+// branch name) to state at once: no read sees some set and others not, as
+// when a CI system's jobs all finish between two of a client's polls.
+func (s *Sim) SetStatuses(repo ghref.Repo, sha, state string, contexts ...string) error {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return err
+	}
+	if !slices.Contains(statusStates, state) {
+		return fmt.Errorf("set statuses on %s@%s: state %q is not one of %v", repo, sha, state, statusStates)
+	}
+	now := s.Now()
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	for _, c := range contexts {
+		if c == "" {
+			return fmt.Errorf("set statuses on %s@%s: empty context", repo, sha)
+		}
+		if _, err := s.setStatusLocked(rp, sha, statusIn{context: c, state: state}, now); err != nil {
+			return fmt.Errorf("set status %s on %s@%s: %w", c, repo, sha, err)
+		}
+	}
+	return nil
+}
+
 // StatusRecord is one commit status as it was set.
 type StatusRecord struct {
 	Context, State, Description, TargetURL string

@@ -649,3 +649,31 @@ func TestBranchRules_RequiredChecksPerBranch(t *testing.T) {
 		assert.Empty(t, r.list(t))
 	})
 }
+
+// TestSetStatuses_SetsEveryContextOrSaysWhy: the admin call behind tests
+// whose CI finishes between two polls sets every context it is given, and
+// refuses what GitHub would refuse.
+func TestSetStatuses_SetsEveryContextOrSaysWhy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	require.NoError(t, e.sim.SetStatuses(e.repo, "feature", "success", "ci", "lint"))
+	m := call(t, e.srv, "GET", "/repos/octo/socket.io/commits/feature/status", tokBot, nil).obj(t)
+	assert.Equal(t, "success", m["state"])
+	assert.EqualValues(t, 2, m["total_count"])
+
+	for _, tc := range []struct {
+		name, ref, state string
+		contexts         []string
+		want             string
+	}{
+		{name: "unknown state", ref: "feature", state: "green", contexts: []string{"ci"}, want: `state "green"`},
+		{name: "empty context", ref: "feature", state: "success", contexts: []string{"ci", ""}, want: "empty context"},
+		{name: "unknown branch", ref: "nope", state: "success", contexts: []string{"ci"}, want: "No commit found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := e.sim.SetStatuses(e.repo, tc.ref, tc.state, tc.contexts...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}

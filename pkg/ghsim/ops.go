@@ -558,6 +558,11 @@ func (s *Sim) setStatus(rp *repo, ref string, in statusIn, now time.Time) (*comm
 	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
+	return s.setStatusLocked(rp, ref, in, now)
+}
+
+// setStatusLocked is setStatus with rp.mu held and in checked.
+func (s *Sim) setStatusLocked(rp *repo, ref string, in statusIn, now time.Time) (*commitStatus, error) {
 	sha, ok := rp.resolveRef(ref)
 	if !ok {
 		return nil, apiErr(422, "No commit found for SHA: "+ref)

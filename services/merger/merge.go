@@ -282,17 +282,26 @@ func (s *Service) requiredChecks(ctx context.Context, repo ghref.Repo, base stri
 // evaluateChecks reads the statuses and check runs of sha and judges them
 // against required and the checks seen before (EvaluateChecks).
 func (s *Service) evaluateChecks(ctx context.Context, repo ghref.Repo, sha string, required, seen []string) (Checks, error) {
-	combined, err := s.d.GitHub.GetCombinedStatus(ctx, repo, sha)
+	in, err := s.readChecks(ctx, repo, sha)
 	if err != nil {
 		return Checks{}, err
+	}
+	in.Required, in.Seen = required, seen
+	return EvaluateChecks(in), nil
+}
+
+// readChecks reads what EvaluateChecks looks at on sha, but for what is
+// expected of it (Required and Seen), which the caller fills in.
+func (s *Service) readChecks(ctx context.Context, repo ghref.Repo, sha string) (ChecksInput, error) {
+	combined, err := s.d.GitHub.GetCombinedStatus(ctx, repo, sha)
+	if err != nil {
+		return ChecksInput{}, err
 	}
 	runs, err := s.d.GitHub.ListCheckRuns(ctx, repo, sha)
 	if err != nil {
-		return Checks{}, err
+		return ChecksInput{}, err
 	}
-	return EvaluateChecks(ChecksInput{
-		Required: required, Seen: seen, Own: s.cfg.statusContext(), Combined: combined, Runs: runs,
-	}), nil
+	return ChecksInput{Own: s.cfg.statusContext(), Combined: combined, Runs: runs}, nil
 }
 
 // announceWaiting publishes PRMergeWaiting with the checks the head waits

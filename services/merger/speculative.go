@@ -262,29 +262,40 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 			return retry(err)
 		}
 	}
+	inputs := make([]ChecksInput, kept)
 	if err := parallel(kept, func(i int) error {
 		var err error
-		checks[i], err = sp.checks(ctx, chain[i].PR.RepoRef(), chain[i].SHA, required, batch.SeenChecks)
+		inputs[i], err = s.readChecks(ctx, chain[i].PR.RepoRef(), chain[i].SHA)
 		return err
 	}); err != nil {
 		return retry(err)
 	}
-	seen := batch.SeenChecks
+	judged, seen := judgeCandidates(inputs, required, batch.SeenChecks)
+	copy(checks, judged)
 	for i := range kept {
 		states[i] = checks[i].State
-		seen = union(seen, checks[i].Reported)
 	}
 	d := chooseMerge(states)
 	if d.Merge > 0 && d.Remove == 0 {
+		// The checks seen on the candidates about to merge stay expected
+		// of those behind them, which are built on their trees.
+		next := batch
+		next.SeenChecks = seen
 		if d.Stack && len(chain) == len(riders) {
-			if err := sp.stackNext(ctx, batch, rev, chain, fresh, riders, entries, d.Merge, baseSHA); err != nil {
-				if ctx.Err() != nil {
-					return false, err
-				}
+			stacked, err := sp.stackNext(ctx, next, chain, fresh, riders, entries, d.Merge, baseSHA)
+			switch {
+			case err == nil:
+				next = stacked
+			case ctx.Err() != nil:
+				return false, err
+			default:
 				// Only time is lost: the next pass builds them on the
 				// base the merges leave.
 				sp.log.Info("cannot stack the next candidates before merging", "err", err)
 			}
+		}
+		if _, err := sp.save(ctx, next, rev); err != nil {
+			return false, err
 		}
 		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], baseSHA)
 	}
@@ -516,35 +527,35 @@ func (sp *speculation) nextRiders(ctx context.Context, entries []stored) ([]ride
 // tree) with its CI already under way. If the merges stop early, the next
 // pass finds other trees and rebuilds: a CI run spent, nothing untested
 // merged. At most merge more candidates are stacked: as many as leave CI
-// by merging, so no more than the depth are ever pending.
-func (sp *speculation) stackNext(ctx context.Context, batch Batch, rev uint64, chain, fresh []Candidate, riders []rider, entries []stored, merge int, baseSHA string) error {
+// by merging, so no more than the depth are ever pending. It returns the
+// batch holding them, for the caller to save.
+func (sp *speculation) stackNext(ctx context.Context, batch Batch, chain, fresh []Candidate, riders []rider, entries []stored, merge int, baseSHA string) (Batch, error) {
 	more := entries[len(riders):min(len(entries), len(riders)+merge)]
 	if len(more) == 0 && len(fresh) == 0 {
-		return nil
+		return batch, nil
 	}
 	next, err := sp.nextRiders(ctx, more)
 	if err != nil {
-		return err
+		return Batch{}, err
 	}
 	if len(next) > 0 {
 		if err := sp.fetchHeads(ctx, next); err != nil {
-			return err
+			return Batch{}, err
 		}
 	}
 	chain, extra, _, err := sp.extend(ctx, chain, baseSHA, next, batch.Candidates)
 	if err != nil {
-		return err
+		return Batch{}, err
 	}
 	fresh = append(fresh, extra...)
 	if err := sp.push(ctx, riders[0].p, fresh); err != nil {
-		return err
+		return Batch{}, err
 	}
 	if err := sp.publish(ctx, batch, chain, riders[0].st.Base, baseSHA, entries); err != nil {
-		return err
+		return Batch{}, err
 	}
 	batch.BaseSHA, batch.Candidates = baseSHA, chain
-	_, err = sp.save(ctx, batch, rev)
-	return err
+	return batch, nil
 }
 
 // push pushes new candidates to their branches in the base repository
@@ -703,20 +714,33 @@ func (sp *speculation) emit(ctx context.Context, c Candidate, state, base, baseS
 	return err
 }
 
-// checks evaluates a candidate's checks: those the base requires
-// (required) and those seen on the queue's candidates must all report and
-// pass, and a candidate on which nothing reported is never green (it was
-// not tested).
-func (sp *speculation) checks(ctx context.Context, repo ghref.Repo, sha string, required, seen []string) (Checks, error) {
-	c, err := sp.s.evaluateChecks(ctx, repo, sha, required, seen)
-	if err != nil {
-		return Checks{}, err
+// judgeCandidates evaluates the checks of a chain's candidates, in chain
+// order. Each must report what the base requires and every check seen
+// before it: on the queue's earlier candidates (seen) and on the ones
+// ahead of it in this chain, read at the same moment, because CI may have
+// registered a check on candidate 1 and not yet on candidate 2. It returns
+// the verdicts and every check seen so far.
+func judgeCandidates(inputs []ChecksInput, required, seen []string) ([]Checks, []string) {
+	out := make([]Checks, len(inputs))
+	for i, in := range inputs {
+		in.Required, in.Seen = required, seen
+		out[i] = candidateChecks(in)
+		seen = union(seen, out[i].Reported)
 	}
+	return out, seen
+}
+
+// candidateChecks evaluates a candidate's checks: those the base requires
+// and those seen on the queue's earlier candidates (in.Required, in.Seen)
+// must all report and pass, and a candidate on which nothing reported is
+// never green (it was not tested).
+func candidateChecks(in ChecksInput) Checks {
+	c := EvaluateChecks(in)
 	if c.State == ChecksGreen && len(c.Reported) == 0 {
 		c.State = ChecksPending
 		c.Pending = []string{"any check (none reported on the candidate yet)"}
 	}
-	return c, nil
+	return c
 }
 
 // mergeUpTo merges the riders whose candidates a green candidate proved,

@@ -3,6 +3,7 @@ package merger
 import (
 	"testing"
 
+	gh "github.com/google/go-github/v66/github"
 	"github.com/stretchr/testify/assert"
 
 	"github.com/prloop/prloop/pkg/ghref"
@@ -69,4 +70,52 @@ func TestCandidates_KeptByWhatTheyTest(t *testing.T) {
 		got := invalidated(old, next, queued)
 		assert.Equal(t, []Candidate{old[2]}, got)
 	})
+}
+
+// statuses is a candidate's checks: each context at success.
+func statuses(contexts ...string) ChecksInput {
+	in := ChecksInput{Own: "prloop", Combined: &gh.CombinedStatus{}}
+	for _, c := range contexts {
+		in.Combined.Statuses = append(in.Combined.Statuses, &gh.RepoStatus{Context: gh.String(c), State: gh.String("success")})
+	}
+	return in
+}
+
+func TestJudgeCandidates_ACheckOnOneCandidateIsExpectedOfTheOnesBehindIt(t *testing.T) {
+	t.Parallel()
+	G, P := ChecksGreen, ChecksPending
+	for _, tc := range []struct {
+		name     string
+		inputs   []ChecksInput
+		required []string
+		seen     []string
+		want     []ChecksState
+		wantSeen []string
+	}{
+		{name: "the same checks everywhere", inputs: []ChecksInput{statuses("ci", "lint"), statuses("ci", "lint")},
+			want: []ChecksState{G, G}, wantSeen: []string{"ci", "lint"}},
+		{name: "lint on the first and not yet on the second", inputs: []ChecksInput{statuses("ci", "lint"), statuses("ci")},
+			want: []ChecksState{G, P}, wantSeen: []string{"ci", "lint"}},
+		{name: "lint only on the second: not asked of the one ahead", inputs: []ChecksInput{statuses("ci"), statuses("ci", "lint")},
+			want: []ChecksState{G, G}, wantSeen: []string{"ci", "lint"}},
+		{name: "seen on an earlier pass", inputs: []ChecksInput{statuses("ci")}, seen: []string{"lint"},
+			want: []ChecksState{P}, wantSeen: []string{"ci", "lint"}},
+		{name: "required and absent", inputs: []ChecksInput{statuses("lint")}, required: []string{"ci"},
+			want: []ChecksState{P}, wantSeen: []string{"lint"}},
+		{name: "nothing reported is not tested", inputs: []ChecksInput{statuses()},
+			want: []ChecksState{P}},
+		{name: "prloop's own status is not a check", inputs: []ChecksInput{statuses("prloop", "ci"), statuses("ci")},
+			want: []ChecksState{G, G}, wantSeen: []string{"ci"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, seen := judgeCandidates(tc.inputs, tc.required, tc.seen)
+			var states []ChecksState
+			for _, c := range got {
+				states = append(states, c.State)
+			}
+			assert.Equal(t, tc.want, states)
+			assert.Equal(t, tc.wantSeen, seen)
+		})
+	}
 }

@@ -25,6 +25,14 @@ func speculative(c *merger.Config) { c.QueueMode, c.QueueDepth = merger.QueueSpe
 // candidate's event and the files of its tree; "" leaves it pending and
 // asks again later.
 func (e *env) candidateCI(verdict func(c *events.MergeCandidate, files []string) string) {
+	e.candidateChecks(func(c *events.MergeCandidate, files []string) (string, []string) {
+		return verdict(c, files), []string{"ci"}
+	})
+}
+
+// candidateChecks is candidateCI with the statuses chosen by verdict too:
+// it sets them all at once, as when every job finishes between two polls.
+func (e *env) candidateChecks(verdict func(c *events.MergeCandidate, files []string) (state string, contexts []string)) {
 	t := e.t
 	go func() {
 		done := map[string]bool{}
@@ -42,7 +50,7 @@ func (e *env) candidateCI(verdict func(c *events.MergeCandidate, files []string)
 				if err != nil {
 					continue // not pushed yet
 				}
-				if st := verdict(c, strings.Fields(string(out))); st != "" && e.sim.SetStatus(e.repo, c.Candidate, "ci", st) == nil {
+				if st, contexts := verdict(c, strings.Fields(string(out))); st != "" && e.sim.SetStatuses(e.repo, c.Candidate, st, contexts...) == nil {
 					done[c.Candidate] = true
 				}
 			}
@@ -251,6 +259,49 @@ func TestSpeculative_NextCandidatesRunWhileTheBatchMerges(t *testing.T) {
 	}
 	require.Len(t, builtSeqs, 1)
 	assert.Less(t, builtSeqs[0], firstMerge, "c's CI started before the batch ahead of it merged")
+	e.waitQueueEmpty()
+}
+
+// TestSpeculative_ChecksSeenOnAMergedBatchAreExpectedOfTheNext: CI runs
+// lint on a's and b's candidates, its jobs all finishing between two
+// polls, but has not started it on c's. The merger saw lint on the
+// candidates it merged, so c waits for lint rather than merging a tree
+// lint never checked, and merges once lint passes.
+func TestSpeculative_ChecksSeenOnAMergedBatchAreExpectedOfTheNext(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "b.txt", "c.txt")
+	e.candidateChecks(func(c *events.MergeCandidate, _ []string) (string, []string) {
+		if c.PR.Number == prs[2].Number {
+			return "success", []string{"ci"}
+		}
+		return "success", []string{"ci", "lint"}
+	})
+	e.start(config(func(c *merger.Config) { c.QueueMode, c.QueueDepth = merger.QueueSpeculative, 2 }), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+	e.mergedTree(prs[1])
+
+	var waiting *events.MergeWaiting
+	assert.Eventually(t, func() bool {
+		for _, r := range e.rec.For(prs[2]) {
+			if w, ok := r.Data.(*events.MergeWaiting); ok && slices.Contains(w.Checks, "lint") {
+				waiting = w
+				return true
+			}
+		}
+		return false
+	}, waitFor, 10*time.Millisecond)
+	require.NotNil(t, waiting, "c never said it waits for lint; its events: %v", e.rec.Types(prs[2]))
+	assert.Zero(t, e.rec.Count(prs[2], events.TypeMerged), "c is not merged without lint")
+	built := e.candidates(prs[2], events.CandidateBuilt)
+	require.NotEmpty(t, built)
+	cand := built[len(built)-1]
+	assert.Equal(t, cand.HeadSHA, waiting.HeadSHA)
+
+	require.NoError(t, e.sim.SetStatus(e.repo, cand.Candidate, "lint", "success"))
+	assert.Equal(t, cand.Tree, e.mergedTree(prs[2]), "c merges once lint passed on its candidate")
 	e.waitQueueEmpty()
 }
 
