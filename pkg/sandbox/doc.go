@@ -24,6 +24,10 @@
 //     and /home holds only the private HOME.
 //   - The environment is exactly Cmd.Env with HOME=/home/agent, TMPDIR=/tmp
 //     and PWD=Cmd.Dir; no value travels on a command line.
+//   - No open descriptor but stdin, stdout and stderr: Run marks every
+//     other descriptor of prloop close-on-exec first, so one prloop
+//     inherited from whatever started it (a host directory, a socket) does
+//     not reach the command.
 //   - No capabilities and no_new_privs: even when prloop runs as root, the
 //     command cannot remount, mount or regain privileges.
 //   - Lifetime: when Run returns, by any path, no process started in the

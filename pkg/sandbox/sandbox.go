@@ -175,6 +175,9 @@ func (s *Sandbox) Run(ctx context.Context, c Cmd) error {
 	if c.Dir == "" {
 		return fmt.Errorf("run sandboxed command %q: no dir", c.Args[0])
 	}
+	if err := closeInheritedOnExec(); err != nil {
+		return fmt.Errorf("run sandboxed command %q: %w", c.Args[0], err)
+	}
 	var (
 		b   backend
 		err error

@@ -17,6 +17,7 @@ import (
 	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // helperEnv makes a re-executed test binary act as a helper process (see
@@ -34,7 +35,9 @@ func TestMain(m *testing.M) {
 // runHelper runs in a re-executed test binary. "sleeper <mode> <dir> <marker>":
 // start a sandboxed sleeper with a setsid child and wait forever (the test
 // kills this process with SIGKILL). "probe <mode> <dir>": run checks in the
-// sandbox as whatever user this process is, print their output.
+// sandbox as whatever user this process is, print their output. "fds <mode>
+// <dir>": print what this process's descriptor 4 is, then list the
+// sandboxed command's descriptors.
 func runHelper(h string) int {
 	args := strings.Fields(h)
 	sb, err := New(Options{Mode: Mode(args[1])}, nil)
@@ -48,6 +51,10 @@ func runHelper(h string) int {
 		c.Args = []string{"sh", "-c", "setsid sh -c 'echo up > child; sleep 1000 # " + args[3] + "' & sleep 1000 # " + args[3]}
 	case "probe":
 		c.Args = []string{"sh", "-c", "id -u; ls /proc | grep -c '^[0-9]*$'; echo w > written && echo wrote; ls -A /work /root 2>&1 | head -1"}
+	case "fds":
+		fd4, err := os.Readlink("/proc/self/fd/4")
+		fmt.Printf("helper fd 4: %s (%v)\n", fd4, err)
+		c.Args = []string{"ls", "-l", "/proc/self/fd/"}
 	}
 	if err := sb.Run(context.Background(), c); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -423,6 +430,44 @@ func TestKillingParentKillsSandbox(t *testing.T) {
 	}
 }
 
+// TestInheritedDescriptorsDoNotReachTheCommand starts prloop (here the
+// test binary) as a careless parent would, with a file and a directory
+// open and not close-on-exec. The sandboxed command must see neither: a
+// host directory's descriptor is a way out of the sandbox's mounts.
+func TestInheritedDescriptorsDoNotReachTheCommand(t *testing.T) {
+	t.Parallel()
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	for _, m := range append(realBackends, None) {
+		t.Run(string(m), func(t *testing.T) {
+			t.Parallel()
+			newSandbox(t, m) // skip where unavailable
+			host := t.TempDir()
+			marker := uniqueMarker(t)
+			f, err := os.Create(filepath.Join(host, marker))
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = f.Close() })
+			d, err := os.Open(host)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = d.Close() })
+
+			helper := exec.Command(exe)
+			helper.Env = append(os.Environ(), helperEnv+"=fds "+string(m)+" "+t.TempDir())
+			// Descriptors 4 and 5, inherited. The backends put their own
+			// pipe on 3, which would hide an inherited 3 by accident.
+			helper.ExtraFiles = []*os.File{f, f, d}
+			var stderr bytes.Buffer
+			helper.Stderr = &stderr
+			out, err := helper.Output()
+			require.NoError(t, err, "helper: %s", &stderr)
+			helperLine, listing, _ := strings.Cut(string(out), "\n")
+			require.Contains(t, helperLine, marker, "the helper inherited the file: the test sets up what it claims")
+			assert.NotContains(t, listing, marker, "the inherited file reached the sandboxed command")
+			assert.NotContains(t, listing, "-> "+host+"\n", "the inherited directory reached the sandboxed command")
+		})
+	}
+}
+
 // TestUnprivileged runs the sandbox as uid 65534 (nobody): the path an
 // unprivileged prloop takes, through a user namespace.
 func TestUnprivileged(t *testing.T) {
@@ -522,4 +567,21 @@ func BenchmarkRunTrue(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestCloseOnExecEach: the fallback for kernels without
+// CLOSE_RANGE_CLOEXEC marks a descriptor opened without the flag. Not
+// parallel: another test's Run would mark the descriptor first.
+func TestCloseOnExecEach(t *testing.T) {
+	fd, err := unix.Open(os.DevNull, unix.O_RDONLY, 0) // no O_CLOEXEC
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = unix.Close(fd) })
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	require.NoError(t, err)
+	require.Zero(t, flags&unix.FD_CLOEXEC, "opened without the flag")
+
+	require.NoError(t, closeOnExecEach())
+	flags, err = unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	require.NoError(t, err)
+	assert.NotZero(t, flags&unix.FD_CLOEXEC)
 }
