@@ -403,13 +403,16 @@ func (s *Sim) SetStatuses(repo ghref.Repo, sha, state string, contexts ...string
 	if !slices.Contains(statusStates, state) {
 		return fmt.Errorf("set statuses on %s@%s: state %q is not one of %v", repo, sha, state, statusStates)
 	}
+	if slices.Contains(contexts, "") {
+		return fmt.Errorf("set statuses on %s@%s: empty context", repo, sha)
+	}
 	now := s.Now()
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
+	if _, ok := rp.resolveRef(sha); !ok {
+		return fmt.Errorf("set statuses on %s@%s: %w", repo, sha, apiErr(422, "No commit found for SHA: "+sha))
+	}
 	for _, c := range contexts {
-		if c == "" {
-			return fmt.Errorf("set statuses on %s@%s: empty context", repo, sha)
-		}
 		if _, err := s.setStatusLocked(rp, sha, statusIn{context: c, state: state}, now); err != nil {
 			return fmt.Errorf("set status %s on %s@%s: %w", c, repo, sha, err)
 		}

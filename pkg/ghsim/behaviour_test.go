@@ -674,6 +674,11 @@ func TestSetStatuses_SetsEveryContextOrSaysWhy(t *testing.T) {
 			err := e.sim.SetStatuses(e.repo, tc.ref, tc.state, tc.contexts...)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
+			info, err := e.sim.PRInfo(e.pr)
+			require.NoError(t, err)
+			h, err := e.sim.StatusHistory(e.repo, info.HeadSHA, "")
+			require.NoError(t, err)
+			assert.Len(t, h, 2, "a refused call sets nothing")
 		})
 	}
 }
