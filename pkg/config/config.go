@@ -103,6 +103,19 @@ func (c Common) Validate() error {
 	return errors.Join(errs...)
 }
 
+// CheckBackoff checks a list of redelivery delays read from the variable
+// name: every delay must be positive. Checked here, at start, so that the
+// error names the variable rather than surfacing from the consumer.
+func CheckBackoff(name string, delays []time.Duration) error {
+	var errs []error
+	for _, d := range delays {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s: %s is not a positive duration", name, d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // NATS returns the connection options these settings describe.
 func (c Common) NATS(name string) natsx.Options {
 	return natsx.Options{URL: c.NATSURL, CredsFile: c.NATSCredsFile, DataDir: c.DataDir, Port: c.NATSPort, Name: name}

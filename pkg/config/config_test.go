@@ -84,3 +84,30 @@ func countLines(s, sub string) int {
 	}
 	return n
 }
+
+func TestCheckBackoff_NamesTheVariableAndEveryBadDelay(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		delays []time.Duration
+		want   []string
+	}{
+		{name: "none set"},
+		{name: "all positive", delays: []time.Duration{time.Second, time.Minute}},
+		{name: "zero", delays: []time.Duration{time.Second, 0}, want: []string{"PRLOOP_X_BACKOFF: 0s is not a positive duration"}},
+		{name: "negative and zero", delays: []time.Duration{-time.Second, 0}, want: []string{"-1s is not", "0s is not"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := CheckBackoff("PRLOOP_X_BACKOFF", tc.delays)
+			if len(tc.want) == 0 {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}

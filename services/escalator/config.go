@@ -84,10 +84,8 @@ func (c Config) Validate() error {
 	if c.ClaimTTL < time.Second {
 		errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_CLAIM_TTL=%s: want at least 1s", c.ClaimTTL))
 	}
-	for _, d := range c.RetryBackoff {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_RETRY_BACKOFF: %s is not a positive duration", d))
-		}
+	if err := config.CheckBackoff("PRLOOP_ESCALATION_RETRY_BACKOFF", c.RetryBackoff); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

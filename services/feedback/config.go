@@ -179,10 +179,8 @@ func (c Config) Validate() error {
 	if c.AckWait < time.Second {
 		errs = append(errs, fmt.Errorf("PRLOOP_FEEDBACK_ACK_WAIT=%s: want at least 1s", c.AckWait))
 	}
-	for _, d := range c.RetryBackoff {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("PRLOOP_FEEDBACK_RETRY_BACKOFF: %s is not a positive duration", d))
-		}
+	if err := config.CheckBackoff("PRLOOP_FEEDBACK_RETRY_BACKOFF", c.RetryBackoff); err != nil {
+		errs = append(errs, err)
 	}
 	if c.GitAuthorName == "" || c.GitAuthorEmail == "" {
 		errs = append(errs, errors.New("PRLOOP_GIT_AUTHOR_NAME and PRLOOP_GIT_AUTHOR_EMAIL must not be empty"))
