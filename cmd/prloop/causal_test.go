@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -70,14 +71,16 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the 
 
 	// The reviewer: alice asks for a change on each PR's first head and
 	// approves whatever head comes after it.
-	log := followLoop(t, ctx, rt, func(d events.Data, first string) {
+	log := followLoop(t, ctx, rt, func(d events.Data, first string) error {
 		if d, ok := d.(*events.ReviewPending); ok {
 			if d.HeadSHA == first {
-				_, _ = sim.AddIssueComment(d.PR, ghsim.DemoReviewer, "Please mark this change as reviewed.")
-			} else {
-				_, _ = sim.AddReaction(d.PR, ghsim.DemoReviewer, "+1")
+				_, err := sim.AddIssueComment(d.PR, ghsim.DemoReviewer, "Please mark this change as reviewed.")
+				return err
 			}
+			_, err := sim.AddReaction(d.PR, ghsim.DemoReviewer, "+1")
+			return err
 		}
+		return nil
 	})
 
 	emit := events.NewEmitter(rt.JS, "test")
@@ -142,8 +145,10 @@ func setLoopEnv(t *testing.T, dir, api string, demo ghsim.Demo, agent string, ex
 
 // followLoop records the stream's events, in order, until the test ends,
 // and calls on with each (and its PR's first head) as it comes: the
-// scripted reviewer.
-func followLoop(t *testing.T, ctx context.Context, rt *app.Runtime, on func(d events.Data, first string)) *causalLog {
+// scripted reviewer. An error from on is recorded with the events, so
+// that a test waiting for what the reviewer's action would cause says why
+// it never came.
+func followLoop(t *testing.T, ctx context.Context, rt *app.Runtime, on func(d events.Data, first string) error) *causalLog {
 	t.Helper()
 	log := &causalLog{heads: map[string]string{}}
 	cons, err := rt.JS.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{})
@@ -154,7 +159,9 @@ func followLoop(t *testing.T, ctx context.Context, rt *app.Runtime, on func(d ev
 			return
 		}
 		if _, d, err := events.Decode(m.Data()); err == nil {
-			on(d, log.add(meta.Sequence.Stream, d))
+			if err := on(d, log.add(meta.Sequence.Stream, d)); err != nil {
+				log.failed(d.Ref(), err)
+			}
 		}
 	})
 	require.NoError(t, err)
@@ -170,7 +177,16 @@ func startLoop(t *testing.T, name string, clock ...func() time.Time) (context.Co
 	cfg := &allConfig{}
 	require.NoError(t, cfg.Validate())
 	ctx, cancel := context.WithCancel(context.Background())
-	rt, err := app.Start(ctx, name, cfg.Shared(), logging.New(io.Discard, "error", "json"))
+	// The services' log is shown only when the test fails, after they
+	// stopped (cleanups run last-in first-out): the events say what
+	// happened, the log says why.
+	logs := &tailLog{max: loopLogLines}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the services' last %d log lines:\n%s", loopLogLines, logs)
+		}
+	})
+	rt, err := app.Start(ctx, name, cfg.Shared(), logging.New(logs, "info", "text"))
 	require.NoError(t, err)
 	if len(clock) > 0 {
 		rt.Now = clock[0] // the poller's, as the demo moves it
@@ -205,11 +221,48 @@ func startLoopSim(t *testing.T, dir string) (*ghsim.Sim, *httptest.Server, ghsim
 	return sim, srv, demo
 }
 
-// causalLog records the stream's events in stream order.
-type causalLog struct {
+// loopLogLines is how much of the services' log a failed loop test shows.
+const loopLogLines = 400
+
+// tailLog keeps the last max lines written to it.
+type tailLog struct {
 	mu    sync.Mutex
-	all   []causalEvent
-	heads map[string]string // each PR's first head
+	max   int
+	lines []string
+}
+
+func (l *tailLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for line := range strings.Lines(string(p)) {
+		l.lines = append(l.lines, strings.TrimSuffix(line, "\n"))
+	}
+	if over := len(l.lines) - l.max; over > 0 {
+		l.lines = slices.Delete(l.lines, 0, over)
+	}
+	return len(p), nil
+}
+
+func (l *tailLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// causalLog records the stream's events in stream order, and what the
+// scripted reviewer failed to do.
+type causalLog struct {
+	mu       sync.Mutex
+	all      []causalEvent
+	heads    map[string]string // each PR's first head
+	failures []string
+}
+
+// failed records a reviewer action on pr that failed.
+func (l *causalLog) failed(pr ghref.PR, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.failures = append(l.failures, fmt.Sprintf("%s: %v", pr, err))
 }
 
 type causalEvent struct {
@@ -273,6 +326,11 @@ func (l *causalLog) String() string {
 	var b strings.Builder
 	for _, pr := range prs {
 		b.WriteString(l.lines(pr))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.failures {
+		fmt.Fprintf(&b, "  the reviewer failed: %s\n", f)
 	}
 	return b.String()
 }

@@ -56,10 +56,12 @@ echo "resolved the conflict"
 	// The reviewer approves every head that waits for review, with a
 	// native review of that commit: an approval of one head says nothing
 	// of the next.
-	log := followLoop(t, ctx, rt, func(d events.Data, _ string) {
+	log := followLoop(t, ctx, rt, func(d events.Data, _ string) error {
 		if d, ok := d.(*events.ReviewPending); ok {
-			_, _ = sim.AddReview(d.PR, ghsim.ReviewInput{Login: ghsim.DemoReviewer, State: "APPROVED", CommitID: d.HeadSHA})
+			_, err := sim.AddReview(d.PR, ghsim.ReviewInput{Login: ghsim.DemoReviewer, State: "APPROVED", CommitID: d.HeadSHA})
+			return err
 		}
+		return nil
 	})
 
 	emit := events.NewEmitter(rt.JS, "test")

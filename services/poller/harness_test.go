@@ -169,6 +169,7 @@ func (e *env) tick() { e.sim.Advance(2 * time.Second) }
 const (
 	probeRoute     = "GET /repos/{owner}/{repo}/pulls" // every probe of a repository
 	reactionsRoute = "GET /repos/{owner}/{repo}/issues/{number}/reactions"
+	reviewsRoute   = "GET /repos/{owner}/{repo}/pulls/{number}/reviews"
 )
 
 // waitProbes waits until the poller has probed the repository n more

@@ -652,3 +652,26 @@ func TestPoller_StatusEventsCarryTheCleanTitle(t *testing.T) {
 	discovered := e.rec.Wait(t, other, events.TypeReviewPending, waitFor).Data.(*events.ReviewPending)
 	assert.Equal(t, "Fix <b>the</b> bug", discovered.Title)
 }
+
+// TestPoller_ASignalInTheSameSecondAsTheLastIsSeen: GitHub's updated_at
+// has whole seconds, so a review that lands in the same second as the
+// activity before it, after the poller read the PR's lists, leaves the
+// probe's summary of the PR as it was. The poller must read the lists again
+// rather than trust that summary.
+func TestPoller_ASignalInTheSameSecondAsTheLastIsSeen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start(e.config(func(c *poller.Config) { c.ReviewProtocols = []string{"reviews"} }))
+	e.watch(e.pr)
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.tick()
+	// Activity that changes nothing (a reader cannot review), read by the
+	// poller before the approval below: the clock stays in this second.
+	_, err := e.sim.AddIssueComment(e.pr, "reader", "any news?")
+	require.NoError(t, err)
+	e.waitRequests(reviewsRoute, 1)
+	e.waitProbes(2) // the evaluation that read the comment has ended
+	_, err = e.sim.AddReview(e.pr, ghsim.ReviewInput{Login: "alice", State: "APPROVED"})
+	require.NoError(t, err)
+	e.rec.Wait(t, e.pr, events.TypeReviewApproved, waitFor)
+}

@@ -371,7 +371,13 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: s.d.Now(),
 	}
-	if is != nil {
+	if is != nil && listedAt.After(latest(p.updated, is.updated).Add(listSettle)) {
+		// The summary is remembered only once it can tell the next
+		// activity from the last: updated_at has whole seconds, so a
+		// review in the same second as the activity before it, after the
+		// lists above were read, leaves the summary as it was. Until then
+		// every probe evaluates the PR again (conditional reads, free when
+		// nothing changed).
 		obs.Fingerprint = fingerprint(p, is)
 	}
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
