@@ -105,6 +105,11 @@ type PR struct {
 	// updated_at, comment count, reactions); an unchanged fingerprint means
 	// nothing to fetch, across restarts too.
 	Fingerprint string `json:"fingerprint,omitempty"`
+	// RecheckAt, when set, is when the probe evaluates the PR again though
+	// its fingerprint did not change: the fingerprint was taken within a
+	// few seconds of the PR's last activity, and GitHub's updated_at, in
+	// whole seconds, may not show an activity in the same second.
+	RecheckAt time.Time `json:"recheck_at,omitzero"`
 	// ClosedAt is when the PR was seen closed.
 	ClosedAt time.Time `json:"closed_at,omitempty"`
 	// Worktree and ContextPath come from the watch request.

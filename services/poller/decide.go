@@ -25,8 +25,10 @@ type Observation struct {
 	// events carry it for pages and people, never for decisions.
 	Title   string
 	Verdict review.Verdict
-	// Fingerprint is the probe's summary of the PR.
+	// Fingerprint is the probe's summary of the PR, and RecheckAt when it
+	// can be trusted to show the next activity (zero: already).
 	Fingerprint string
+	RecheckAt   time.Time
 	// Labels are the PR's labels, and Updated GitHub's updated_at of the
 	// read that showed them.
 	Labels  []string
@@ -98,7 +100,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	if obs.URL != "" {
 		next.PR.URL = obs.URL
 	}
-	next.Fingerprint = obs.Fingerprint
+	next.Fingerprint, next.RecheckAt = obs.Fingerprint, obs.RecheckAt
 	// resolved: the head moved to the agent's resolution of a conflict and
 	// the approval carries over to it; the merger took the PR out of its
 	// queue, so the approval is published anew for the new head.

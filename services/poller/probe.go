@@ -114,7 +114,7 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 			} else {
 				err = s.closed(ctx, rw, pr, plog)
 			}
-		case !known || memo.Closed || memo.Fingerprint != fingerprint(p, isp):
+		case !known || memo.Closed || memo.Fingerprint != fingerprint(p, isp) || recheckDue(memo, s.d.Now()):
 			err = s.evaluate(ctx, rw, pr, p, isp, plog)
 			if ctx.Err() == nil {
 				s.d.Metrics.Evaluation(metrics.TriggerProbe, err)
@@ -127,6 +127,12 @@ func (s *Service) probe(ctx context.Context, rw *repoWatch, log *slog.Logger) er
 		}
 	}
 	return nil
+}
+
+// recheckDue reports whether a PR must be evaluated again though its
+// summary did not change (state.PR.RecheckAt).
+func recheckDue(memo state.PR, now time.Time) bool {
+	return !memo.RecheckAt.IsZero() && !now.Before(memo.RecheckAt)
 }
 
 // probed counts a probe, unless it was cut short by shutdown.
@@ -235,11 +241,12 @@ type seenSignals struct {
 	listedAt time.Time
 }
 
-// listSettle is how long after a PR's last activity (GitHub's updated_at,
+// ListSettle is how long after a PR's last activity (GitHub's updated_at,
 // in whole seconds) its lists must have been read for a later change to be
 // sure to show in updated_at: a second of resolution plus clock skew
-// between GitHub and prloop.
-const listSettle = 5 * time.Second
+// between GitHub and prloop. A PR evaluated sooner is evaluated once more
+// after it (state.PR.RecheckAt).
+const ListSettle = 5 * time.Second
 
 // activityKey is the part of a PR's probe summary that everything but a
 // reaction changes.
@@ -324,10 +331,10 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		// spares five requests per PR when watching begins on a large repo.
 		anchor = p.created
 	case haveLast && is != nil && last.head == head && head == cur.HeadSHA && last.updated == activityKey(p, is) &&
-		last.listedAt.After(latest(p.updated, is.updated).Add(listSettle)):
+		last.listedAt.After(latest(p.updated, is.updated).Add(ListSettle)):
 		// Only the reactions rollup moved (GitHub moves updated_at for
 		// everything else): re-read the reactions, keep the rest. That
-		// holds only for lists read listSettle after the last activity:
+		// holds only for lists read ListSettle after the last activity:
 		// updated_at has whole seconds, and a comment in the same second
 		// as the one before it moves nothing.
 		sig, listedAt = last.sig, last.listedAt
@@ -371,14 +378,15 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: s.d.Now(),
 	}
-	if is != nil && listedAt.After(latest(p.updated, is.updated).Add(listSettle)) {
-		// The summary is remembered only once it can tell the next
-		// activity from the last: updated_at has whole seconds, so a
-		// review in the same second as the activity before it, after the
-		// lists above were read, leaves the summary as it was. Until then
-		// every probe evaluates the PR again (conditional reads, free when
-		// nothing changed).
+	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
+		if settled := latest(p.updated, is.updated).Add(ListSettle); listedAt.Before(settled) {
+			// updated_at has whole seconds: a review in the same second as
+			// the activity before it, after the lists above were read,
+			// leaves the summary as it was. The probe evaluates the PR
+			// once more when that can no longer happen.
+			obs.RecheckAt = settled
+		}
 	}
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
 		if cur.Merged || (cur.Closed && is != nil) {
