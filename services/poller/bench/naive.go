@@ -34,7 +34,9 @@ func runNaive(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	conn, err := natsx.Connect(ctx, natsx.Options{URL: os.Getenv("PRLOOP_NATS_URL"), Name: "naive"})
+	// The same credentials as prloop's poller: the server's anonymous user
+	// may only watch.
+	conn, err := natsx.Connect(ctx, natsx.Options{URL: os.Getenv("PRLOOP_NATS_URL"), CredsFile: os.Getenv("PRLOOP_NATS_CREDS_FILE"), Name: "naive"})
 	if err != nil {
 		return err
 	}
@@ -60,6 +62,9 @@ func runNaive(ctx context.Context) error {
 	policy := review.Policy{Protocols: []review.Protocol{review.ProtocolEmoji}}
 	allowed := func(login string) bool { return login == "alice" }
 	sem := make(chan struct{}, max(1, conc))
+	// A status it cannot publish ends the run: the bench waits for every
+	// PR's first status and must not wait for nothing.
+	published := make(chan error, 1)
 	for {
 		tick := time.Now()
 		var wg sync.WaitGroup
@@ -101,12 +106,22 @@ func runNaive(ctx context.Context) error {
 				default:
 					d = &events.ReviewPending{Base: b, Status: events.StatusPending}
 				}
-				_, _, _ = emit.Emit(ctx, d, strconv.Itoa(transitions[i]))
+				if _, _, err := emit.Emit(ctx, d, strconv.Itoa(transitions[i])); err != nil && ctx.Err() == nil {
+					select {
+					case published <- fmt.Errorf("publish the status of %s: %w", pr, err):
+					default:
+					}
+				}
 			}()
 		}
 		wg.Wait()
 		if ctx.Err() != nil {
 			return nil
+		}
+		select {
+		case err := <-published:
+			return err
+		default:
 		}
 		if rest := interval - time.Since(tick); rest > 0 {
 			select {
