@@ -82,7 +82,7 @@ func main() {
 	if o.role == "naive" {
 		err = runNaive(ctx)
 	} else {
-		err = run(ctx, o)
+		_, err = run(ctx, o)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -104,20 +104,22 @@ type result struct {
 	activityRequests float64 // requests per tick during activity
 }
 
-func run(ctx context.Context, o options) error {
+// run measures prloop's poller and, unless o.skipBaseline, the naive
+// baseline, prints the table and returns each contender's figures.
+func run(ctx context.Context, o options) ([]result, error) {
 	realInterval := time.Duration(float64(o.interval) / o.compress)
 	fmt.Printf("prloop poller benchmark: %d PRs over %d repos, interval %s (run at %s, compression %.0fx)\n",
 		o.prs, o.repos, o.interval, realInterval, o.compress)
 
 	root, err := benchrun.ScratchDir("prloop-bench-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(root)
 
 	bin := filepath.Join(root, "poller")
 	if err := benchrun.Build(ctx, "./services/poller/cmd/poller", bin); err != nil {
-		return err
+		return nil, err
 	}
 
 	var results []result
@@ -125,24 +127,24 @@ func run(ctx context.Context, o options) error {
 		return exec.Command(bin)
 	})
 	if err != nil {
-		return fmt.Errorf("prloop: %w", err)
+		return nil, fmt.Errorf("prloop: %w", err)
 	}
 	results = append(results, r)
 	if !o.skipBaseline {
 		self, err := os.Executable()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		r, err := measure(ctx, o, root, "naive", realInterval, o.naiveLifecycles, func(env []string) *exec.Cmd {
 			return exec.Command(self, "-role", "naive")
 		})
 		if err != nil {
-			return fmt.Errorf("naive: %w", err)
+			return nil, fmt.Errorf("naive: %w", err)
 		}
 		results = append(results, r)
 	}
 	printTable(o, realInterval, results)
-	return nil
+	return results, nil
 }
 
 // world is one contender's simulator and NATS.
