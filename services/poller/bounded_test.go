@@ -26,8 +26,7 @@ func TestPoller_FailedPermissionLookupKeepsApproval(t *testing.T) {
 	e := newEnv(t)
 	// Every evaluation finds the cached permission expired.
 	e.start(e.config(func(c *poller.Config) { c.PermissionCacheTTL = time.Nanosecond }))
-	e.watch(e.pr)
-	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.watchPending()
 	e.tick()
 	_, err := e.sim.AddReaction(e.pr, "alice", "+1")
 	require.NoError(t, err)

@@ -161,6 +161,13 @@ func (e *env) watch(pr ghref.PR) {
 	require.NoError(e.t, err)
 }
 
+// watchPending watches the PR and waits for its first PRReviewPending.
+func (e *env) watchPending() {
+	e.t.Helper()
+	e.watch(e.pr)
+	e.rec.Wait(e.t, e.pr, events.TypeReviewPending, waitFor)
+}
+
 // tick advances the simulated clock so that each step's signals have their
 // own second, as they would on GitHub.
 func (e *env) tick() { e.sim.Advance(2 * time.Second) }
@@ -191,8 +198,7 @@ func (e *env) waitRequests(route string, n int) {
 // the PRFeedbackReceived that follows.
 func (e *env) askForChanges(body string) *events.FeedbackReceived {
 	e.t.Helper()
-	e.watch(e.pr)
-	e.rec.Wait(e.t, e.pr, events.TypeReviewPending, waitFor)
+	e.watchPending()
 	e.tick()
 	_, err := e.sim.AddIssueComment(e.pr, "alice", body)
 	require.NoError(e.t, err)

@@ -62,8 +62,7 @@ func TestPoller_NoEventBeforeItsStateIsStored(t *testing.T) {
 		Merged: poller.MergedByPrloop(e.conn.JS), Now: e.sim.Now, Metrics: metrics.NewPoller(e.reg),
 	})
 	e.run(s)
-	e.watch(e.pr)
-	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.watchPending()
 
 	store.broken.Store(true)
 	e.tick()

@@ -120,8 +120,7 @@ func TestPoller_WatchRequestIsAnExplicitOptIn(t *testing.T) {
 	s := e.start(e.config(func(c *poller.Config) {
 		c.Repos, c.WatchLabel, c.PollInterval = []string{"acme/socket.io"}, "prloop", time.Hour
 	}))
-	e.watch(e.pr)
-	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.watchPending()
 	e.tick()
 	_, err := e.sim.AddReaction(e.pr, "alice", "+1")
 	require.NoError(t, err)
