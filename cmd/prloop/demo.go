@@ -47,7 +47,7 @@ func greeting(name string) string {
 }
 GO
 git add greet.go
-git -c user.name=demo-agent -c user.email=agent@example.com commit -q -m "Handle an empty name in greeting"
+git commit -q -m "Handle an empty name in greeting" # prloop gives the agent its git identity
 `
 
 // demoWorld is what the demo plays against.

@@ -34,6 +34,9 @@ const pushVisibleWait = 30 * time.Second
 var (
 	// ErrNoChange says the agent changed nothing: a failure, not a success.
 	ErrNoChange = errors.New("the agent changed nothing")
+	// ErrForeignHead says the PR's head moved to a commit prloop did not
+	// push: someone else's work, which is never announced as the agent's.
+	ErrForeignHead = errors.New("the head moved to a commit prloop did not push")
 	// ErrRewritten says the branch or the agent's work no longer descends
 	// from the head the change request was about; prloop does not force-push.
 	ErrRewritten = errors.New("history was rewritten; refusing to force-push")
@@ -260,6 +263,9 @@ func (a *attempt) resume(ctx context.Context, mode resumeMode) (Result, bool, er
 	case v == verdictFixed:
 		res, err := a.addressed(ctx, fixed)
 		return res, true, err
+	case v == verdictForeign:
+		res, err := a.skipForeign(ctx, err)
+		return res, true, err
 	case v.permanent():
 		res, err := a.escalate(ctx, a.failReason(), err.Error(), "")
 		return res, true, err
@@ -305,7 +311,8 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		began := time.Now()
 		agentErr := s.agent.Run(ctx, AgentRun{
 			Dir: a.wt.Dir, Prompt: prompt, PromptFile: filepath.Join(a.files, "prompt.md"), LogFile: logFile,
-			Env:     append(slices.Clip(a.env), "PRLOOP_PR="+a.req.PR.String(), "PRLOOP_BRANCH="+a.wt.Branch),
+			Env: append(append(slices.Clip(a.env), "PRLOOP_PR="+a.req.PR.String(), "PRLOOP_BRANCH="+a.wt.Branch),
+				agentIdentity(s.cfg.GitAuthorName, s.cfg.GitAuthorEmail)...),
 			Timeout: st.timeout,
 		})
 		a.rec.AgentSpent += time.Since(began)
@@ -347,6 +354,8 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 				a.log.Warn("the agent failed but had pushed a fix; keeping it", "err", agentErr)
 			}
 			return a.addressed(ctx, fixed)
+		case v == verdictForeign:
+			return a.skipForeign(ctx, err)
 		case v.permanent():
 			return a.escalate(ctx, a.failReason(), err.Error(), "")
 		case !v.runsAgainAfterRun():
@@ -498,6 +507,13 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 	if err != nil {
 		return fixResult{}, err
 	}
+	if remote != start && !ownHead(remote, result, a.rec) {
+		// Someone else pushed: however well their commit passes the
+		// checks, it is not the agent's work, and announcing it as a fix
+		// (or as a resolution, which may keep an approval) would credit
+		// the agent with it. Nor is the agent's work pushed over it.
+		return fixResult{}, fmt.Errorf("%s: %s: %w", a.req.PR, ghref.EventSHA(remote), ErrForeignHead)
+	}
 	if remote != start {
 		if _, err := a.git.Sync(ctx, a.wt); err != nil {
 			return fixResult{}, err
@@ -525,9 +541,8 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 	}
 	if !pushed {
 		if a.req.Conflict != nil {
-			// A head someone else pushed meanwhile is no resolution of
-			// prloop's merge unless it passes the same checks: otherwise
-			// an author's push would be announced as the agent's.
+			// prloop's own push of a resolution passes the same checks on
+			// a resume as before it.
 			if err := a.checkConflictResult(ctx, target); err != nil {
 				return fixResult{}, err
 			}
@@ -686,6 +701,14 @@ func (a *attempt) skip(ctx context.Context, why string) (Result, error) {
 		return Result{}, err
 	}
 	return Result{Outcome: OutcomeSkipped}, nil
+}
+
+// skipForeign ends the attempt when someone else moved the PR's head
+// (err wraps ErrForeignHead): nothing of the agent's is pushed over it, and
+// the poller's next change request, if any, is about the new head.
+func (a *attempt) skipForeign(ctx context.Context, err error) (Result, error) {
+	a.log.Warn("the PR's head moved to a commit prloop did not push; the change request is stale", "err", err)
+	return a.skip(ctx, "the head moved to a commit prloop did not push (someone else pushed); the change request is stale")
 }
 
 // fence renews the lease before a side effect, so the effect happens

@@ -93,7 +93,9 @@ type Config struct {
 	// DryRun logs the note to the reviewers instead of posting it; fixes
 	// are still pushed.
 	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false"`
-	// GitAuthorName and GitAuthorEmail sign the commits prloop makes itself.
+	// GitAuthorName and GitAuthorEmail sign the commits prloop makes itself,
+	// and are the agent's git identity (user.name and user.email, from its
+	// environment), since its sandbox's empty HOME has none.
 	GitAuthorName  string `envconfig:"PRLOOP_GIT_AUTHOR_NAME" default:"prloop"`
 	GitAuthorEmail string `envconfig:"PRLOOP_GIT_AUTHOR_EMAIL" default:"prloop@users.noreply.github.com"`
 	// GitHubLogin is prloop's own GitHub login, whose comments never count;

@@ -97,6 +97,10 @@ func (f *fakeGitHub) FindOpenPull(context.Context, ghref.Repo, string, string) (
 	return nil, nil
 }
 
+func (f *fakeGitHub) ListBranchRules(context.Context, ghref.Repo, string) ([]github.BranchRule, error) {
+	return nil, nil
+}
+
 func (f *fakeGitHub) AddLabels(context.Context, ghref.PR, ...string) ([]*gh.Label, error) {
 	return nil, nil
 }

@@ -68,9 +68,21 @@ func TestFeedback_AgentCommitsAndPushes(t *testing.T) {
 			assert.Contains(t, prompt, "main does nothing; print a greeting")
 
 			agentEnv := e.agentFile("env", runs[0])
-			for _, name := range []string{"GITHUB_TOKEN=", "GH_TOKEN=", "MY_COPY_OF_THE_TOKEN=", "PRLOOP_GITHUB_", "PRLOOP_WEBHOOK_SECRET=", "GIT_CONFIG_"} {
+			for _, name := range []string{"GITHUB_TOKEN=", "GH_TOKEN=", "MY_COPY_OF_THE_TOKEN=", "PRLOOP_GITHUB_", "PRLOOP_WEBHOOK_SECRET=", "extraHeader", tokPrloop} {
 				assert.NotContains(t, agentEnv, name, "the agent inherits no credentials")
 			}
+			// The only git configuration it gets is its identity, not the
+			// extraHeader prloop's environment carries.
+			var gitConfig []string
+			for _, line := range strings.Split(agentEnv, "\n") {
+				if strings.HasPrefix(line, "GIT_CONFIG_") {
+					gitConfig = append(gitConfig, line)
+				}
+			}
+			assert.ElementsMatch(t, []string{
+				"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=user.name", "GIT_CONFIG_VALUE_0=prloop",
+				"GIT_CONFIG_KEY_1=user.email", "GIT_CONFIG_VALUE_1=prloop@users.noreply.github.com",
+			}, gitConfig, "the agent's git configuration")
 			assert.Contains(t, agentEnv, "INSTANCE=a", "the agent inherits the rest of prloop's environment")
 			promptFile := envValue(agentEnv, "PRLOOP_PROMPT_FILE")
 			require.NotEmpty(t, promptFile)

@@ -97,7 +97,7 @@ func (g *realGit) worktreeGit(ctx context.Context, wt Worktree, extraEnv []strin
 	}
 	var stdout, stderr bytes.Buffer
 	c := sandbox.Cmd{
-		Args: append([]string{g.Bin}, args...), Dir: wt.Dir, Env: append(env, extraEnv...),
+		Args: append([]string{g.Bin}, args...), Dir: wt.Dir, Env: append(append(env, worktreeEnv(wt.Dir)...), extraEnv...),
 		ReadOnly: slices.Clip(g.ReadOnly), Writable: slices.Clip(g.Writable),
 		Stdout: &stdout, Stderr: &stderr, KillGrace: time.Second,
 	}
@@ -108,6 +108,17 @@ func (g *realGit) worktreeGit(ctx context.Context, wt Worktree, extraEnv []strin
 		c.Writable = append(c.Writable, out)
 	}
 	return gitx.Finish(g.Sandbox.Run(ctx, c), args, &stdout, &stderr, nil)
+}
+
+// worktreeEnv pins git in the worktree dir to it: the repository at
+// dir/.git and the work tree at dir itself, whatever the worktree's
+// config says. The agent writes that config: a core.worktree of its
+// choosing would make git list and check out files relative to another
+// directory, so that the paths it reports, joined to dir, lead through a
+// link of the agent's out of the worktree. GIT_DIR and GIT_WORK_TREE
+// outrank core.worktree and core.bare.
+func worktreeEnv(dir string) []string {
+	return []string{"GIT_DIR=" + filepath.Join(dir, ".git"), "GIT_WORK_TREE=" + dir}
 }
 
 // Worktree is where the agent works on a PR, and prloop's mirror of it.
@@ -300,7 +311,9 @@ func (g *realGit) Clone(ctx context.Context, wt Worktree, start string) error {
 	if _, err := g.Sync(ctx, wt); err != nil {
 		return err
 	}
-	if _, err := os.Stat(filepath.Join(wt.Dir, ".git")); err != nil {
+	// An agent may have replaced .git with a link or a file naming
+	// another repository: prloop's clone is then made anew.
+	if st, err := os.Lstat(filepath.Join(wt.Dir, ".git")); err != nil || !st.IsDir() {
 		if err := os.RemoveAll(wt.Dir); err != nil {
 			return fmt.Errorf("clear %s: %w", wt.Dir, err)
 		}
@@ -351,13 +364,8 @@ func (g *realGit) Reset(ctx context.Context, wt Worktree, start string) error {
 			return err
 		}
 		files, err := g.newFiles(ctx, wt)
-		for _, f := range files {
-			if !filepath.IsLocal(f) {
-				continue // the sandboxed git's word: never a path outside the worktree
-			}
-			if rerr := os.Remove(filepath.Join(wt.Dir, f)); rerr != nil && !os.IsNotExist(rerr) {
-				err = errors.Join(err, fmt.Errorf("reset %s: %w", wt.Dir, rerr))
-			}
+		if rerr := removeBeneath(wt.Dir, files); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("reset %s: %w", wt.Dir, rerr))
 		}
 		return err
 	}
@@ -461,10 +469,29 @@ func (g *realGit) CommitAll(ctx context.Context, wt Worktree, message string) er
 
 // identity is the environment that makes prloop the author and committer
 // of what the worktree's git records.
-func (g *realGit) identity() []string {
+func (g *realGit) identity() []string { return gitIdentity(g.Name, g.Email) }
+
+// agentIdentity is the environment that gives the agent's git an
+// identity, name <email> (PRLOOP_GIT_AUTHOR_NAME and _EMAIL): its sandbox's
+// HOME is empty, so without it a plain `git commit` fails with "Author
+// identity unknown". It is configuration (user.name, user.email) from the
+// environment, not GIT_AUTHOR_*: an agent that names itself with
+// `git -c user.name=…` keeps its name, as it would on a developer's
+// machine.
+func agentIdentity(name, email string) []string {
 	return []string{
-		"GIT_AUTHOR_NAME=" + g.Name, "GIT_AUTHOR_EMAIL=" + g.Email,
-		"GIT_COMMITTER_NAME=" + g.Name, "GIT_COMMITTER_EMAIL=" + g.Email,
+		"GIT_CONFIG_COUNT=2",
+		"GIT_CONFIG_KEY_0=user.name", "GIT_CONFIG_VALUE_0=" + name,
+		"GIT_CONFIG_KEY_1=user.email", "GIT_CONFIG_VALUE_1=" + email,
+	}
+}
+
+// gitIdentity is the environment that makes name <email> the author and
+// committer of what git records, whatever git's configuration says.
+func gitIdentity(name, email string) []string {
+	return []string{
+		"GIT_AUTHOR_NAME=" + name, "GIT_AUTHOR_EMAIL=" + email,
+		"GIT_COMMITTER_NAME=" + name, "GIT_COMMITTER_EMAIL=" + email,
 	}
 }
 

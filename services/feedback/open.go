@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
@@ -92,14 +97,37 @@ type openFacts struct {
 	// RemoteBehind whether Result descends from it (a fast-forward).
 	Remote       string
 	RemoteBehind bool
-	// Existing is the open PR of the branch into the base, if any.
+	// Existing is the open PR of the branch, into any base, if any.
 	Existing *openPR
+	// Claim is prloop's record that it pushed this branch to open a PR
+	// (nil: none): the only kind of branch it pushes to once the branch
+	// is on GitHub.
+	Claim *openClaim
+	// Protected names the branch rules that protect the branch on GitHub
+	// ("" when none do).
+	Protected string
+}
+
+// openClaim is prloop's record that it pushed a branch to open a pull
+// request from a worktree, written before the first push and kept in the
+// feedback service's bucket. The worktree's checked-out branch is the
+// agent's choice: without the claim, a worktree on another PR's branch (or
+// on release/2.4) would have prloop fast-forward that branch with its own
+// token and announce that PR as the agent's.
+type openClaim struct {
+	Worktree string `json:"worktree"`
+	// PR is the pull request opened or announced for the branch; 0 until
+	// then.
+	PR int       `json:"pr,omitempty"`
+	At time.Time `json:"at"`
 }
 
 // openPR is an open pull request as far as planning needs it.
 type openPR struct {
 	Number int
 	Head   string
+	// Base is the PR's base branch.
+	Base string
 }
 
 // openKind is what to do about a request to open.
@@ -122,25 +150,103 @@ type openPlan struct {
 }
 
 // planOpen decides what to do about a request to open a pull request,
-// given what the mirror and GitHub say. It is pure. prloop never
-// force-pushes: a branch on GitHub with commits the worktree's lacks is
-// refused, as is a branch with nothing to merge. A PR already open for
-// the branch is announced, not opened twice.
+// given what the mirror and GitHub say. It is pure. prloop pushes only to
+// a branch it may own: one GitHub does not have yet, or one it opened a PR
+// from, from this same worktree (f.Claim); never to the base branch or a
+// branch GitHub's rules protect. prloop never force-pushes: a branch on
+// GitHub with commits the worktree's lacks is refused, as is a branch with
+// nothing to merge. A PR already open for the branch is announced, not
+// opened twice.
 func planOpen(req OpenRequest, base string, f openFacts) openPlan {
+	refuse := func(format string, args ...any) openPlan {
+		return openPlan{kind: openRefuse, why: fmt.Sprintf(format, args...)}
+	}
+	owned := f.Claim != nil && f.Claim.Worktree == req.Worktree
 	switch {
 	case req.Branch == base:
-		return openPlan{kind: openRefuse, why: fmt.Sprintf("branch %q is the base branch", req.Branch)}
+		return refuse("branch %q is the base branch", req.Branch)
+	case f.Protected != "":
+		return refuse("branch %q is protected on GitHub (%s); prloop opens pull requests from branches of their own", req.Branch, f.Protected)
+	case f.Remote != "" && !owned && f.Existing != nil:
+		return refuse("branch %q belongs to pull request #%d, which prloop did not open from %s; check out a new branch for this work",
+			req.Branch, f.Existing.Number, req.Worktree)
+	case f.Remote != "" && !owned && f.Claim != nil:
+		return refuse("branch %q is the branch prloop opened a pull request from in another worktree, %s; check out a new branch for this work",
+			req.Branch, f.Claim.Worktree)
+	case f.Remote != "" && !owned:
+		return refuse("branch %q exists on GitHub and prloop did not create it; prloop pushes only to a new branch or to one it opened a pull request from in this worktree (for a pull request you opened yourself, use prloop watch)",
+			req.Branch)
+	case f.Existing != nil && f.Existing.Base != base:
+		return refuse("branch %q belongs to pull request #%d into %s, not into %s", req.Branch, f.Existing.Number, f.Existing.Base, base)
+	case f.Existing != nil && f.Claim != nil && f.Claim.PR != 0 && f.Existing.Number != f.Claim.PR:
+		return refuse("branch %q belongs to pull request #%d, not to #%d that prloop opened from it", req.Branch, f.Existing.Number, f.Claim.PR)
 	case f.NewCommits == 0:
-		return openPlan{kind: openRefuse, why: fmt.Sprintf("branch %q has no commits that %s lacks", req.Branch, base)}
+		return refuse("branch %q has no commits that %s lacks", req.Branch, base)
 	case f.Remote != "" && f.Remote != f.Result && !f.RemoteBehind:
-		return openPlan{kind: openRefuse, why: fmt.Sprintf("branch %q on GitHub is at %s, which the worktree's %s does not descend from; prloop does not force-push",
-			req.Branch, ghref.ShortSHA(f.Remote), ghref.ShortSHA(f.Result))}
+		return refuse("branch %q on GitHub is at %s, which the worktree's %s does not descend from; prloop does not force-push",
+			req.Branch, ghref.ShortSHA(f.Remote), ghref.ShortSHA(f.Result))
 	}
 	push := f.Remote != f.Result
 	if f.Existing != nil {
 		return openPlan{kind: openAnnounce, push: push}
 	}
 	return openPlan{kind: openCreate, push: push}
+}
+
+// protectingRules are the branch rule types that make a branch one that
+// changes reach through pull requests, or that only some may push to:
+// never a branch to open a pull request from. Rules many teams set on
+// every branch (no force-push, no deletion) do not count.
+var protectingRules = []string{"pull_request", "required_status_checks", "update", "creation", "merge_queue", "required_deployments"}
+
+// protectedBy names the rules among rules that protect a branch, "" when
+// none does.
+func protectedBy(rules []github.BranchRule) string {
+	var out []string
+	for _, r := range rules {
+		if slices.Contains(protectingRules, r.Type) && !slices.Contains(out, r.Type) {
+			out = append(out, r.Type)
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "rules: " + strings.Join(out, ", ")
+}
+
+// claimKey is where the claim of the branch that openKey names is kept.
+func claimKey(key string) string { return "claim." + key }
+
+// loadClaim reads the claim under key, with its revision (nil and 0 when
+// there is none). A claim that does not decode is kept (its revision) but
+// counts as none: prloop does not push on its word.
+func (s *Service) loadClaim(ctx context.Context, key string) (*openClaim, uint64, error) {
+	e, err := s.d.KV.Get(ctx, claimKey(key))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the claim %s: %w", key, err)
+	}
+	var c openClaim
+	if json.Unmarshal(e.Value(), &c) != nil || c.Worktree == "" {
+		return nil, e.Revision(), nil
+	}
+	return &c, e.Revision(), nil
+}
+
+// saveClaim writes c under key if it is still at revision rev (0: none),
+// and returns the new revision.
+func (s *Service) saveClaim(ctx context.Context, key string, c openClaim, rev uint64) (uint64, error) {
+	body, err := json.Marshal(c)
+	if err != nil {
+		return 0, fmt.Errorf("encode the claim %s: %w", key, err)
+	}
+	next, err := kvlease.Put(ctx, s.d.KV, claimKey(key), body, rev)
+	if err != nil {
+		return 0, fmt.Errorf("write the claim %s (revision %d): %w", key, rev, err)
+	}
+	return next, nil
 }
 
 // openTitle is the PR's title and body: the request's, or else the last
@@ -270,18 +376,40 @@ func (s *Service) open(ctx context.Context, req OpenRequest, key string, lease *
 		}
 	}
 	actx, cancel = context.WithTimeout(ctx, apiTimeout)
-	existing, err := s.d.GitHub.FindOpenPull(actx, req.Repo, req.Branch, base)
+	existing, err := s.d.GitHub.FindOpenPull(actx, req.Repo, req.Branch, "")
 	cancel()
 	if err != nil {
 		return ghref.PR{}, err
 	}
 	if existing != nil {
-		f.Existing = &openPR{Number: existing.GetNumber(), Head: existing.GetHead().GetSHA()}
+		f.Existing = &openPR{Number: existing.GetNumber(), Head: existing.GetHead().GetSHA(), Base: existing.GetBase().GetRef()}
+	}
+	actx, cancel = context.WithTimeout(ctx, apiTimeout)
+	rules, err := s.d.GitHub.ListBranchRules(actx, req.Repo, req.Branch)
+	cancel()
+	if err != nil {
+		return ghref.PR{}, err
+	}
+	f.Protected = protectedBy(rules)
+	var claimRev uint64
+	if f.Claim, claimRev, err = s.loadClaim(ctx, key); err != nil {
+		return ghref.PR{}, err
 	}
 
 	plan := planOpen(req, base, f)
 	if plan.kind == openRefuse {
 		return ghref.PR{}, fmt.Errorf("%w: %s", ErrOpenRefused, plan.why)
+	}
+	// The claim is written before the first push: a process that dies
+	// after the push finds, on the retry, a branch that is its own.
+	claim := openClaim{Worktree: req.Worktree, At: s.d.Now().UTC()}
+	if f.Claim != nil {
+		claim = *f.Claim
+	}
+	if f.Claim == nil {
+		if claimRev, err = s.saveClaim(ctx, key, claim, claimRev); err != nil {
+			return ghref.PR{}, err
+		}
 	}
 	if plan.push {
 		start, err := git.MergeBase(ctx, wt, f.Base, f.Result)
@@ -336,6 +464,12 @@ func (s *Service) open(ctx context.Context, req OpenRequest, key string, lease *
 	pr := ghref.PR{Owner: req.Repo.Owner, Repo: req.Repo.Name, Number: pull.GetNumber(), URL: pull.GetHTMLURL()}
 	if err := pr.Validate(); err != nil {
 		return ghref.PR{}, fmt.Errorf("pull request of %s: %w", req.Branch, err)
+	}
+	if claim.PR != pr.Number {
+		claim.PR = pr.Number
+		if _, err := s.saveClaim(ctx, key, claim, claimRev); err != nil {
+			return pr, err
+		}
 	}
 	if len(req.Labels) > 0 {
 		actx, cancel = context.WithTimeout(ctx, apiTimeout)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -150,4 +151,101 @@ func TestOpen_PushesFromTheMirrorOnly(t *testing.T) {
 	assert.Equal(t, 1, pushes, "one push")
 	assert.GreaterOrEqual(t, inWorktree, 3, "the worktree's git commands were seen: rev-parse, fetch from the mirror, bundle")
 	assert.NotContains(t, e.logs.String(), tokPrloop)
+}
+
+// TestOpen_OnlyToABranchPrloopMayOwn: the worktree's checked-out branch is
+// the agent's choice. prloop open pushes only to a branch GitHub does not
+// have yet, or to one prloop opened a PR from in this same worktree: a
+// fast-forward of another PR's branch, of a branch someone pushed, or of a
+// branch the repository's rules protect, is refused with a reason naming
+// its owner, and nothing is pushed or announced. The branch prloop opened
+// itself takes more commits from its own worktree, and from no other.
+func TestOpen_OnlyToABranchPrloopMayOwn(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start("a", e.config("noop.sh"))
+	repo0 := e.repo.PR(events.CreateRequestedNumber)
+	_, err := e.sim.PushCommit(e.repo, "release/2.4", "octo", map[string]string{"REL": "2.4\n"}, "Release 2.4")
+	require.NoError(t, err)
+	require.NoError(t, e.sim.SetRequiredChecks(e.repo, "release/9", "ci"))
+
+	var n int
+	ask := func(wt, branch, head string) {
+		n++
+		_, _, err := e.emit.Emit(t.Context(), &events.CreateRequested{Base: events.Base{PR: repo0, HeadSHA: head}, Worktree: wt, Branch: branch}, strconv.Itoa(n))
+		require.NoError(t, err)
+	}
+	refused := func(why string) {
+		t.Helper()
+		require.Eventually(t, func() bool { return strings.Contains(e.logs.String(), why) }, waitFor, 20*time.Millisecond, "not refused: %s", why)
+	}
+	// advance makes a worktree on branch, at GitHub's head of it (when
+	// there is one) plus one commit.
+	advance := func(branch string) (string, string) {
+		wt, _ := agentClone(t, e, branch, "")
+		cmd := exec.Command("sh", "-c", `git fetch -q origin && (git reset -q --hard "origin/$B" 2>/dev/null || true) &&
+			echo more >>more.txt && git add more.txt && git -c user.name=agent -c user.email=a@example.com commit -qm More && git rev-parse HEAD`)
+		cmd.Dir, cmd.Env = wt, append(os.Environ(), "B="+branch, "GIT_CONFIG_GLOBAL="+os.DevNull)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		return wt, strings.TrimSpace(string(out))
+	}
+
+	prHead := e.head
+	wt, head := advance("feature/x") // the branch of PR #1, which its author opened
+	ask(wt, "feature/x", head)
+	refused(`branch \"feature/x\" belongs to pull request #1, which prloop did not open from ` + wt)
+	wt, head = advance("release/2.4")
+	ask(wt, "release/2.4", head)
+	refused(`branch \"release/2.4\" exists on GitHub and prloop did not create it`)
+	wt, head = advance("release/9")
+	ask(wt, "release/9", head)
+	refused(`branch \"release/9\" is protected on GitHub (rules: required_status_checks)`)
+
+	// prloop's own branch: opened from wt, then more commits from wt are
+	// pushed to its PR, and none from another worktree.
+	mine, head := advance("feature/mine")
+	ask(mine, "feature/mine", head)
+	created := waitCreated(t, e, "feature/mine")
+	cmd := exec.Command("sh", "-c", "echo again >>more.txt && git -c user.name=agent -c user.email=a@example.com commit -qam Again && git rev-parse HEAD")
+	cmd.Dir, cmd.Env = mine, append(os.Environ(), "GIT_CONFIG_GLOBAL="+os.DevNull)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	ask(mine, "feature/mine", strings.TrimSpace(string(out)))
+	require.Eventually(t, func() bool {
+		info, err := e.sim.PRInfo(created.PR)
+		return err == nil && info.HeadSHA == strings.TrimSpace(string(out))
+	}, waitFor, 20*time.Millisecond, "prloop's own branch took no more commits from its worktree")
+	other, head := advance("feature/mine")
+	ask(other, "feature/mine", head)
+	refused(`branch \"feature/mine\" belongs to pull request #` + strconv.Itoa(created.PR.Number) + `, which prloop did not open from ` + other)
+
+	e.consumerSettled()
+	dead, err := events.CountDeadLetters(context.Background(), e.conn.JS, feedback.Name)
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, dead, "each refusal dead-lettered with its reason")
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	assert.Equal(t, prHead, info.HeadSHA, "another PR's branch was pushed to")
+	assert.Zero(t, e.rec.Count(e.pr, events.TypeCreated), "another PR announced as prloop's")
+	for _, b := range []string{"release/2.4", "release/9"} {
+		out, _ := exec.Command("git", "--git-dir="+e.sim.GitDir(e.repo), "log", "--format=%s", b).Output()
+		assert.NotContains(t, string(out), "More", "pushed to %s", b)
+	}
+}
+
+// waitCreated waits for the PRCreated of branch and returns it.
+func waitCreated(t *testing.T, e *env, branch string) *events.Created {
+	t.Helper()
+	var created *events.Created
+	require.Eventually(t, func() bool {
+		for _, r := range e.rec.All() {
+			if c, ok := r.Data.(*events.Created); ok && c.Branch == branch {
+				created = c
+				return true
+			}
+		}
+		return false
+	}, waitFor, 20*time.Millisecond, "no PRCreated for %s", branch)
+	return created
 }

@@ -246,7 +246,24 @@ const (
 	// verdictTransient: GitHub, NATS or an interruption: retry the change
 	// request later (redelivery).
 	verdictTransient
+	// verdictForeign: someone else moved the head: the change request is
+	// stale, and is skipped (the poller asks again about the new head).
+	verdictForeign
 )
+
+// ownHead reports whether head, a PR head on GitHub that no push of the
+// current step made, is prloop's own push for this attempt: the fix it
+// recorded pushing (PushedSHA), or the agent's work as the mirror took it
+// in (result, or the record's ResultSHA), which a process that died
+// between its push and the record of it left on GitHub. Only prloop holds
+// the credential that pushes the agent's work, so any other head is
+// someone else's, whatever checks it would pass.
+func ownHead(head, result string, rec Record) bool {
+	if head == "" {
+		return false
+	}
+	return head == rec.PushedSHA || head == result || head == rec.ResultSHA
+}
 
 // classify weighs an agent run's own error and the error of taking in and
 // verifying its work (agentErr is nil outside a run), in that order: a
@@ -256,6 +273,8 @@ func classify(agentErr, err error) verdict {
 	switch {
 	case err == nil:
 		return verdictFixed
+	case errors.Is(err, ErrForeignHead):
+		return verdictForeign
 	case errors.Is(err, ErrRewritten):
 		return verdictRewritten
 	case errors.Is(err, ErrRefused):

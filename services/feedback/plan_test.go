@@ -290,3 +290,33 @@ func TestPlan_Classify(t *testing.T) {
 		})
 	}
 }
+
+// TestOwnHead: a PR head that no push of the current step made is the
+// agent's work only when prloop pushed it: recorded, or the mirror's
+// result of a finished run that a dead process pushed without recording.
+func TestOwnHead(t *testing.T) {
+	t.Parallel()
+	fix, other := sha40("f"), sha40("o")
+	tests := []struct {
+		name   string
+		head   string
+		result string
+		rec    Record
+		want   bool
+	}{
+		{name: "recorded push", head: fix, rec: Record{PushedSHA: fix, ResultSHA: fix}, want: true},
+		{name: "this run's result, pushed before a crash", head: fix, result: fix, want: true},
+		{name: "a finished run's recorded result", head: fix, rec: Record{ResultSHA: fix}, want: true},
+		{name: "someone else's push", head: other, result: fix, rec: Record{ResultSHA: fix}},
+		{name: "someone else's push, nothing of prloop's", head: other},
+		{name: "no head", head: "", result: "", rec: Record{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, ownHead(tt.head, tt.result, tt.rec))
+		})
+	}
+}
+
+func sha40(c string) string { return strings.Repeat(c, 40) }

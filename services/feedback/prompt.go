@@ -3,6 +3,7 @@ package feedback
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -160,34 +161,43 @@ const minQuote = 64
 // in total no more than maxBytes. It never follows symbolic links and skips
 // .git, binary files and anything outside root for a relative path, so a
 // link planted in the branch cannot pull a file such as a credential store
-// into the prompt. Files past the cap are returned as omitted.
+// into the prompt. Every name is resolved through an os.Root, so no link
+// or ".." on the way leads out, even one planted after the check. Files
+// past the cap are returned as omitted.
 func ReadContext(root, path string, maxBytes int) (files []ContextFile, omitted []string, err error) {
 	if path == "" {
 		return nil, nil, nil
 	}
-	base := path
+	dir, rel := filepath.Dir(path), filepath.Base(path)
 	if !filepath.IsAbs(path) {
-		rel := filepath.Clean(path)
-		if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		rel = filepath.Clean(path)
+		if !filepath.IsLocal(rel) {
 			return nil, nil, fmt.Errorf("read context %q: outside the worktree", path)
 		}
-		base = filepath.Join(root, rel)
+		dir = root
+	} else if st, err := os.Lstat(path); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		return nil, nil, fmt.Errorf("read context %q: a symbolic link; not followed", path)
 	}
-	st, err := os.Lstat(base)
+	r, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read context %q: %w", path, err)
 	}
-	if st.Mode()&fs.ModeSymlink != 0 {
+	defer r.Close()
+	rel = filepath.ToSlash(rel)
+	st, err := r.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil, fmt.Errorf("read context %q: %w", path, err)
+	case err != nil:
+		return nil, nil, fmt.Errorf("read context %q: leads outside the worktree through a symbolic link: %w", path, err)
+	case st.Mode()&fs.ModeSymlink != 0:
 		return nil, nil, fmt.Errorf("read context %q: a symbolic link; not followed", path)
-	}
-	if !filepath.IsAbs(path) && !within(root, base) {
-		return nil, nil, fmt.Errorf("read context %q: leads outside the worktree through a symbolic link", path)
 	}
 	var paths []string
 	if st.Mode().IsRegular() {
-		paths = []string{base}
+		paths = []string{rel}
 	} else if st.IsDir() {
-		err = filepath.WalkDir(base, func(p string, d fs.DirEntry, err error) error {
+		err = fs.WalkDir(r.FS(), rel, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil // unreadable entries are skipped
 			}
@@ -206,13 +216,13 @@ func ReadContext(root, path string, maxBytes int) (files []ContextFile, omitted 
 	slices.Sort(paths)
 	budget := maxBytes
 	for _, p := range paths {
-		name := p
-		if rel, err := filepath.Rel(root, p); err == nil && !filepath.IsAbs(path) {
-			name = rel
+		name := filepath.FromSlash(p)
+		if filepath.IsAbs(path) {
+			name = filepath.Join(dir, name)
 		}
-		b, err := os.ReadFile(p)
+		b, err := r.ReadFile(p)
 		if err != nil || bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 {
-			continue // unreadable or binary
+			continue // unreadable, a link planted since, or binary
 		}
 		if budget < minQuote {
 			omitted = append(omitted, SanitizeLine(name))
@@ -223,17 +233,6 @@ func ReadContext(root, path string, maxBytes int) (files []ContextFile, omitted 
 		files = append(files, ContextFile{Path: SanitizeLine(name), Text: text})
 	}
 	return files, omitted, nil
-}
-
-// within reports whether path, with every link resolved, lies inside root.
-func within(root, path string) bool {
-	r, err1 := filepath.EvalSymlinks(root)
-	p, err2 := filepath.EvalSymlinks(path)
-	if err1 != nil || err2 != nil {
-		return false
-	}
-	rel, err := filepath.Rel(r, p)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // Render executes the template with data.

@@ -74,6 +74,7 @@ type GitHub interface {
 	CreatePull(ctx context.Context, repo ghref.Repo, in github.PullInput) (*gh.PullRequest, error)
 	FindOpenPull(ctx context.Context, repo ghref.Repo, branch, base string) (*gh.PullRequest, error)
 	AddLabels(ctx context.Context, pr ghref.PR, labels ...string) ([]*gh.Label, error)
+	ListBranchRules(ctx context.Context, repo ghref.Repo, branch string) ([]github.BranchRule, error)
 }
 
 var _ GitHub = (*github.Client)(nil)

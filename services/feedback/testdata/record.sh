@@ -44,3 +44,13 @@ edit_and_commit() {
 	git add main.go
 	git -c user.name=agent -c user.email=agent@example.com commit -q -m "Address review comments"
 }
+
+# wait_release waits until $RECORD_DIR/release-$INSTANCE exists, at most
+# about 20 s: tests hold an instance's agent mid-attempt with it.
+wait_release() {
+	i=0
+	while [ ! -e "$RECORD_DIR/release-${INSTANCE:-none}" ] && [ $i -lt 400 ]; do
+		sleep 0.05
+		i=$((i + 1))
+	done
+}

@@ -5,11 +5,7 @@
 set -eu
 . "$(dirname "$0")/record.sh"
 record_start
-i=0
-while [ ! -e "$RECORD_DIR/release-${INSTANCE:-none}" ] && [ $i -lt 400 ]; do
-	sleep 0.05
-	i=$((i + 1))
-done
+wait_release
 edit_and_commit
 git push -q 2>/dev/null || true # refused: prloop pushes
 record_end
