@@ -31,12 +31,13 @@ import (
 // is the base tip plus PR 1, commit 2 is commit 1 plus PR 2, and so on,
 // each built exactly as GitHub's squash (or merge) of that PR will build
 // it, with git merge-tree. The candidates are pushed as the prloop-owned
-// branches prloop/queue/<base>/<n>, where CI tests them. When candidate k
-// is green (and none before it failed), PRs 1…k are merged in order, each
-// with the head guard, each after GitHub is re-read (the PR still open on
-// the tested head, its approval standing, the base where the candidate
-// left it), and main's tree after each merge is checked against the
-// candidate's: a tree nobody tested never lands silently. When the first
+// branches prloop/queue/<base>/<n>, where CI tests them. When candidates
+// 1…k are all green, PRs 1…k are merged in order (PR i only on its own
+// green candidate i, the tree main gets after it), each with the head
+// guard, each after GitHub is re-read (the PR still open on the tested
+// head, its approval standing, the base where the candidate left it), and
+// main's tree after each merge is checked against that candidate's: a tree
+// nobody tested never lands silently. When the first
 // candidate fails, its PR leaves with checks_failed naming the failing
 // checks, and the candidates after it are rebuilt without it.
 //
@@ -91,7 +92,8 @@ func candidateBranch(base string, n int) string {
 
 // mergeDecision is chooseMerge's answer.
 type mergeDecision struct {
-	// Merge is how many PRs, from the first, can be merged now.
+	// Merge is how many PRs, from the first, can be merged now: each of
+	// them has its own candidate green.
 	Merge int
 	// Remove, when not 0, is the place (from 1) of a PR whose candidate
 	// failed while the candidate before it passed (or it is the first):
@@ -105,15 +107,24 @@ type mergeDecision struct {
 }
 
 // chooseMerge decides from the candidates' check verdicts, in order, what
-// the queue can do: merge the PRs up to the last green candidate before
-// the first failed one (a later green candidate proves the earlier PRs
-// together), remove the PR whose candidate is the first failed one when
-// the candidate before it passed (the base plus the PRs ahead was green,
-// adding this PR made it red), or wait. A failed candidate after a pending
-// one only waits: its fault may lie with a PR before it, which that PR's
-// own candidate will show. It is pure.
+// the queue can do: merge the PRs whose candidates are green, from the
+// first up to the first that is not; remove the PR whose candidate is the
+// first failed one when the candidate before it passed (the base plus the
+// PRs ahead was green, adding this PR made it red); or wait. It is pure.
+//
+// Merging PR k moves the base to candidate k's tree, so candidate k must
+// be green before that merge call, whatever a later candidate says: a
+// green candidate k+1 proves the PRs 1…k+1 together, not the tree main
+// sits on between the two merges, and if the second merge does not come
+// (refused, approval withdrawn, base moved) main stays on that tree. So
+// [pending, green] waits for the first candidate. Squash merges land one
+// PR at a time; nothing can move the base to candidate k+1 in one step.
+//
+// A failed candidate after a pending one only waits: its fault may lie
+// with a PR before it, which that PR's own candidate will show.
 func chooseMerge(states []ChecksState) mergeDecision {
 	d := mergeDecision{Stack: true}
+	proven := true // every candidate so far is green
 	for i, st := range states {
 		if st == ChecksFailed {
 			d.Stack = false
@@ -122,7 +133,8 @@ func chooseMerge(states []ChecksState) mergeDecision {
 			}
 			break
 		}
-		if st == ChecksGreen {
+		proven = proven && st == ChecksGreen
+		if proven {
 			d.Merge = i + 1
 		}
 	}
@@ -382,7 +394,7 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 			if st.MergingHead != "" && st.MergingHead == v.HeadSHA {
 				// Merged by prloop, and the answer was lost: check it as if
 				// it had come.
-				_, err := sp.verifyMerged(ctx, st, p, p.GetMergeCommitSHA(), "", log)
+				_, err := sp.verifyMerged(ctx, st, p, p.GetMergeCommitSHA(), log)
 				return nil, true, err
 			}
 			log.Info("merged outside prloop; leaving the merge queue")
@@ -778,7 +790,7 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 			log.Info("the base branch moved; rebuilding the candidates", "expected", ghref.ShortSHA(expect), "tip", ghref.ShortSHA(tip.GetSHA()))
 			return nil
 		}
-		st.MergingHead = c.Head
+		st.MergingHead, st.MergingTree = c.Head, c.Tree
 		if err := s.q.save(ctx, &st); err != nil {
 			return s.saved(err)
 		}
@@ -790,17 +802,17 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 				return ctx.Err()
 			}
 			if after, gerr := s.d.GitHub.GetPull(ctx, st.PR); gerr == nil && after.GetMerged() {
-				_, err := sp.verifyMerged(ctx, st, after, after.GetMergeCommitSHA(), c.Tree, log)
+				_, err := sp.verifyMerged(ctx, st, after, after.GetMergeCommitSHA(), log)
 				return err
 			}
 			if isRefusal(err) {
-				st.MergingHead = ""
+				st.MergingHead, st.MergingTree = "", ""
 				_, err := s.refused(ctx, &st, "merge", err, log)
 				return err
 			}
 			return s.retryLater(ctx, &st, err, log)
 		}
-		if ok, err := sp.verifyMerged(ctx, st, p, res.GetSHA(), c.Tree, log); err != nil || !ok {
+		if ok, err := sp.verifyMerged(ctx, st, p, res.GetSHA(), log); err != nil || !ok {
 			return err // not as tested: escalated; the next pass rebuilds on the real base
 		}
 		expect = res.GetSHA()
@@ -809,22 +821,14 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 }
 
 // verifyMerged finishes a merge prloop made of st: PRMerged, the entry
-// leaves; and when main's tree after it is not the tested candidate's
-// (tree; "" looks it up in the batch), a human is called: the change
+// leaves; and when main's tree after it is not the tree of the green
+// candidate the merge was made for (st.MergingTree, recorded before the
+// merge call: not whatever candidate of the PR the batch holds now, which
+// may be a rebuilt one CI has not passed), a human is called: the change
 // landed, but not as tested. It reports whether the tree matched.
-func (sp *speculation) verifyMerged(ctx context.Context, st stored, p *gh.PullRequest, mergeSHA, tree string, log *slog.Logger) (bool, error) {
+func (sp *speculation) verifyMerged(ctx context.Context, st stored, p *gh.PullRequest, mergeSHA string, log *slog.Logger) (bool, error) {
 	s := sp.s
-	if tree == "" {
-		b, _, err := sp.load(ctx)
-		if err != nil {
-			return false, err
-		}
-		for _, c := range b.Candidates {
-			if c.PR.Number == st.PR.Number && c.Head == st.MergingHead {
-				tree = c.Tree
-			}
-		}
-	}
+	tree := st.MergingTree
 	ok, err := sp.treeMatches(ctx, st, mergeSHA, tree)
 	if err != nil {
 		return false, err

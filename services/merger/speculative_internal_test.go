@@ -9,7 +9,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 )
 
-func TestChooseMerge(t *testing.T) {
+func TestChooseMerge_EachMergedPRHasItsOwnCandidateGreen(t *testing.T) {
 	t.Parallel()
 	G, P, F := ChecksGreen, ChecksPending, ChecksFailed
 	for _, tc := range []struct {
@@ -20,14 +20,19 @@ func TestChooseMerge(t *testing.T) {
 		{name: "nothing built", want: mergeDecision{Stack: true}},
 		{name: "first pending waits", states: []ChecksState{P, P}, want: mergeDecision{Stack: true}},
 		{name: "first green merges one", states: []ChecksState{G, P, P}, want: mergeDecision{Merge: 1, Stack: true}},
-		{name: "a later green candidate proves the ones before it", states: []ChecksState{P, P, G, P}, want: mergeDecision{Merge: 3, Stack: true}},
+		{name: "pending then green waits for the first: merging PR 1 would put main on its untested tree", states: []ChecksState{P, G}, want: mergeDecision{Stack: true}},
+		{name: "green then pending merges the first only", states: []ChecksState{G, P}, want: mergeDecision{Merge: 1, Stack: true}},
+		{name: "a later green candidate does not prove the pending ones before it", states: []ChecksState{P, P, G, P}, want: mergeDecision{Stack: true}},
+		{name: "a green prefix merges up to the first pending one", states: []ChecksState{G, G, P, G}, want: mergeDecision{Merge: 2, Stack: true}},
+		{name: "green, green merges both", states: []ChecksState{G, G}, want: mergeDecision{Merge: 2, Stack: true}},
 		{name: "all green merges all", states: []ChecksState{G, G, G, G}, want: mergeDecision{Merge: 4, Stack: true}},
 		{name: "first failed removes the first PR", states: []ChecksState{F, G, G}, want: mergeDecision{Remove: 1}},
+		{name: "failed, green removes the first PR and merges nothing", states: []ChecksState{F, G}, want: mergeDecision{Remove: 1}},
 		{name: "a green after a failed one proves nothing", states: []ChecksState{P, F, G}, want: mergeDecision{}},
-		{name: "failed after a green one: that PR broke it and leaves; the green ones are proven", states: []ChecksState{G, G, F, G}, want: mergeDecision{Merge: 2, Remove: 3}},
+		{name: "failed after a green one: that PR broke it and leaves; the green ones merge", states: []ChecksState{G, G, F, G}, want: mergeDecision{Merge: 2, Remove: 3}},
 		{name: "a failed one further back waits for the first", states: []ChecksState{P, F}, want: mergeDecision{}},
 		{name: "nothing is stacked on a failed candidate", states: []ChecksState{G, F, P}, want: mergeDecision{Merge: 1, Remove: 2}},
-		{name: "a failed one after a proven pending one is the culprit", states: []ChecksState{P, G, F}, want: mergeDecision{Merge: 2, Remove: 3}},
+		{name: "a failed one after a green one is the culprit even behind a pending one, which does not merge", states: []ChecksState{P, G, F}, want: mergeDecision{Remove: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
