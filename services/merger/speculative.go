@@ -232,12 +232,21 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	if entries[0].NotBefore.After(s.d.Now()) {
 		return false, nil
 	}
-	first := entries[0]
+	ride := entries[:riding(entries, s.cfg.queueDepth(), s.d.Now())]
 	retry := func(err error) (bool, error) {
-		// A failed read holds the whole queue, first come first served.
-		return false, s.retryLater(ctx, &first, err, sp.log.With("pr", first.PR.String()))
+		// An error is charged to the PR it is about; one about the base
+		// or the queue to the first, and it holds the whole queue, first
+		// come first served. A PR further back waits on its own: the next
+		// pass leaves it and those behind it out of the candidates until
+		// its backoff ends (riding), and the PRs ahead of it go on.
+		i := blame(err, prsOf(ride))
+		st := &entries[i]
+		if err := s.retryLater(ctx, st, err, sp.log.With("pr", st.PR.String())); err != nil || i == 0 {
+			return false, err
+		}
+		return true, nil
 	}
-	riders, left, err := sp.riders(ctx, entries[:min(len(entries), s.cfg.queueDepth())])
+	riders, left, err := sp.riders(ctx, ride)
 	if err != nil {
 		return retry(err)
 	}
@@ -278,7 +287,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	if err := parallel(kept, func(i int) error {
 		var err error
 		inputs[i], err = s.readChecks(ctx, chain[i].PR.RepoRef(), chain[i].SHA)
-		return err
+		return about(chain[i].PR, err)
 	}); err != nil {
 		return retry(err)
 	}
@@ -348,6 +357,12 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 			"checks on candidate %s (branch %s) still pending after %s: %s",
 			ghref.ShortSHA(c.SHA), c.Branch, s.cfg.ChecksTimeout, strings.Join(checks[0].Pending, ", ")), log)
 	}
+	// The pass went through: every rider's earlier errors are behind it.
+	for i := range riders {
+		if err := s.recovered(ctx, &riders[i].st); err != nil {
+			return true, s.saved(err)
+		}
+	}
 	st := riders[0].st
 	if err := s.announceWaiting(ctx, &st, checks[0]); err != nil {
 		return false, s.saved(err)
@@ -372,13 +387,13 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 		st := entries[i]
 		p, err := s.d.GitHub.GetPull(ctx, st.PR)
 		if err != nil {
-			return err
+			return about(st.PR, err)
 		}
 		reads[i].p = p
 		if v := ViewOf(p); v.Open && !v.Merged && v.HeadSHA == st.Head {
 			reads[i].approval, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, sp.log.With("pr", st.PR.String()))
 		}
-		return err
+		return about(st.PR, err)
 	})
 	if err != nil {
 		return nil, false, err
@@ -414,6 +429,85 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 		out = append(out, rider{st: st, p: p})
 	}
 	return out, false, nil
+}
+
+// riding returns how many of the first entries of a queue ride in
+// candidates: at most depth, up to the first that is waiting out the
+// backoff of an error of its own (NotBefore after now). Queue order holds:
+// the PRs behind such an entry wait with it, the PRs ahead of it go on. It
+// is pure.
+func riding(entries []stored, depth int, now time.Time) int {
+	n := min(len(entries), depth)
+	for i := range n {
+		if entries[i].NotBefore.After(now) {
+			return i
+		}
+	}
+	return n
+}
+
+// prError is an error about one PR of the queue (its read, its approval,
+// its head, its candidate's checks), which is charged to that PR.
+type prError struct {
+	pr  ghref.PR
+	err error
+}
+
+func (e *prError) Error() string { return e.err.Error() }
+func (e *prError) Unwrap() error { return e.err }
+
+// about marks err (nil stays nil) as being about pr.
+func about(pr ghref.PR, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &prError{pr: pr, err: err}
+}
+
+// blame returns the place (from 0) in prs of the PR an error of a pass is
+// about: the first of them when the error (or one joined in it) is about
+// none of them in particular (the base, the queue, a local failure),
+// otherwise the earliest PR named, since the PRs behind it wait for it
+// anyway. It is pure.
+func blame(err error, prs []ghref.PR) int {
+	place := len(prs)
+	var walk func(error) bool // false: err is about no PR of prs
+	walk = func(err error) bool {
+		switch e := err.(type) {
+		case *prError:
+			i := slices.IndexFunc(prs, func(p ghref.PR) bool { return p == e.pr })
+			if i < 0 {
+				return false
+			}
+			place = min(place, i)
+			return true
+		case interface{ Unwrap() []error }:
+			for _, sub := range e.Unwrap() {
+				if !walk(sub) {
+					return false
+				}
+			}
+			return len(e.Unwrap()) > 0
+		case interface{ Unwrap() error }:
+			if sub := e.Unwrap(); sub != nil {
+				return walk(sub)
+			}
+		}
+		return false
+	}
+	if !walk(err) || place == len(prs) {
+		return 0
+	}
+	return place
+}
+
+// prsOf returns the PRs of entries, in order.
+func prsOf(entries []stored) []ghref.PR {
+	out := make([]ghref.PR, len(entries))
+	for i, e := range entries {
+		out[i] = e.PR
+	}
+	return out
 }
 
 // parallel runs f(0) … f(n-1) at once and returns the first error.
@@ -543,6 +637,7 @@ func (sp *speculation) nextRiders(ctx context.Context, entries []stored) ([]ride
 // batch holding them, for the caller to save.
 func (sp *speculation) stackNext(ctx context.Context, batch Batch, chain, fresh []Candidate, riders []rider, entries []stored, merge int, baseSHA string) (Batch, error) {
 	more := entries[len(riders):min(len(entries), len(riders)+merge)]
+	more = more[:riding(more, len(more), sp.s.d.Now())]
 	if len(more) == 0 && len(fresh) == 0 {
 		return batch, nil
 	}
@@ -614,28 +709,36 @@ func (sp *speculation) fetchCandidates(ctx context.Context, baseURL string, old 
 func (sp *speculation) fetchHeads(ctx context.Context, riders []rider) error {
 	var urls []string
 	refspecs := map[string][]string{}
+	owners := map[string][]ghref.PR{} // the PRs whose heads live at each URL
 	for _, r := range riders {
 		if sp.has(ctx, r.st.Head) {
 			continue
 		}
 		url, ref := r.p.GetHead().GetRepo().GetCloneURL(), r.p.GetHead().GetRef()
 		if url == "" || ref == "" {
-			return fmt.Errorf("fetch %s: GitHub did not say where its head lives", r.st.PR)
+			// head.repo is null when the fork was deleted.
+			return about(r.st.PR, fmt.Errorf("fetch %s: GitHub did not say where its head lives", r.st.PR))
 		}
 		if refspecs[url] == nil {
 			urls = append(urls, url)
 		}
 		refspecs[url] = append(refspecs[url], "+refs/heads/"+ref+":refs/prloop/pr/"+strconv.Itoa(r.st.PR.Number))
+		owners[url] = append(owners[url], r.st.PR)
 	}
 	for _, url := range urls {
 		args := append([]string{"fetch", "-q", "--no-tags", url}, refspecs[url]...)
 		if _, err := sp.g.remote(ctx, url, args...); err != nil {
-			return fmt.Errorf("fetch the heads of %s's queue: %w", sp.qid, err)
+			err = fmt.Errorf("fetch the heads of %s's queue: %w", sp.qid, err)
+			if len(owners[url]) == 1 {
+				// A repository only this PR's head lives in (its fork).
+				err = about(owners[url][0], err)
+			}
+			return err
 		}
 	}
 	for _, r := range riders {
 		if !sp.has(ctx, r.st.Head) {
-			return fmt.Errorf("fetch %s: branch %s is no longer at the approved %s", r.st.PR, r.p.GetHead().GetRef(), ghref.ShortSHA(r.st.Head))
+			return about(r.st.PR, fmt.Errorf("fetch %s: branch %s is no longer at the approved %s", r.st.PR, r.p.GetHead().GetRef(), ghref.ShortSHA(r.st.Head)))
 		}
 	}
 	return nil

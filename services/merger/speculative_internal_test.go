@@ -1,7 +1,10 @@
 package merger
 
 import (
+	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	gh "github.com/google/go-github/v66/github"
 	"github.com/stretchr/testify/assert"
@@ -121,6 +124,99 @@ func TestJudgeCandidates_ACheckOnOneCandidateIsExpectedOfTheOnesBehindIt(t *test
 			}
 			assert.Equal(t, tc.want, states)
 			assert.Equal(t, tc.wantSeen, seen)
+		})
+	}
+}
+
+func TestBlame_AnErrorIsChargedToThePRItIsAbout(t *testing.T) {
+	t.Parallel()
+	pr := func(n int) ghref.PR { return ghref.PR{Owner: "acme", Repo: "widgets", Number: n} }
+	prs := []ghref.PR{pr(1), pr(2), pr(3)}
+	down := errors.New("502 from GitHub")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{name: "about the base or the queue: the first", err: down, want: 0},
+		{name: "about the first", err: about(pr(1), down), want: 0},
+		{name: "about the second: the second, not the first", err: about(pr(2), down), want: 1},
+		{name: "wrapped around the mark", err: fmt.Errorf("read: %w", about(pr(3), down)), want: 2},
+		{name: "two PRs behind the first: the earlier", err: errors.Join(about(pr(3), down), about(pr(2), down)), want: 1},
+		{name: "a PR and the base: the first", err: errors.Join(about(pr(3), down), down), want: 0},
+		{name: "a joined nil is nothing", err: errors.Join(nil, about(pr(2), down)), want: 1},
+		{name: "a PR not riding: the first", err: about(pr(9), down), want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, blame(tc.err, prs))
+		})
+	}
+	t.Run("about keeps nil and the cause", func(t *testing.T) {
+		t.Parallel()
+		assert.NoError(t, about(pr(1), nil))
+		assert.ErrorIs(t, about(pr(1), down), down)
+		assert.Equal(t, down.Error(), about(pr(1), down).Error())
+	})
+}
+
+func TestRiding_APRInBackoffHoldsOnlyItselfAndThoseBehindIt(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	later, earlier := now.Add(time.Second), now.Add(-time.Second)
+	queue := func(notBefore ...time.Time) []stored {
+		out := make([]stored, len(notBefore))
+		for i, nb := range notBefore {
+			out[i].NotBefore = nb
+		}
+		return out
+	}
+	var zero time.Time
+	for _, tc := range []struct {
+		name    string
+		entries []stored
+		depth   int
+		want    int
+	}{
+		{name: "empty", depth: 4, want: 0},
+		{name: "all ready, fewer than the depth", entries: queue(zero, zero), depth: 4, want: 2},
+		{name: "all ready, capped at the depth", entries: queue(zero, zero, zero, zero, zero), depth: 4, want: 4},
+		{name: "the third waits: the first two ride", entries: queue(zero, zero, later, zero), depth: 4, want: 2},
+		{name: "a backoff that ended does not hold", entries: queue(zero, earlier, zero), depth: 4, want: 3},
+		{name: "the first waits: nobody rides", entries: queue(later, zero), depth: 4, want: 0},
+		{name: "a wait beyond the depth changes nothing", entries: queue(zero, zero, later), depth: 2, want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tc.want, riding(tc.entries, tc.depth, now))
+		})
+	}
+}
+
+func TestBackoff_ErrorsInARowDoubleTheWaitAndGiveUpAtTheBound(t *testing.T) {
+	t.Parallel()
+	poll := 100 * time.Millisecond
+	for _, tc := range []struct {
+		name      string
+		failures  int
+		poll      time.Duration
+		wantN     int
+		wantDelay time.Duration
+		wantGive  bool
+	}{
+		{name: "first error waits one poll interval", failures: 0, poll: poll, wantN: 1, wantDelay: poll},
+		{name: "second doubles it", failures: 1, poll: poll, wantN: 2, wantDelay: 2 * poll},
+		{name: "seventh", failures: 6, poll: poll, wantN: 7, wantDelay: 64 * poll},
+		{name: "the eighth in a row gives up", failures: maxFailures - 1, poll: poll, wantN: maxFailures, wantGive: true},
+		{name: "the wait is capped at five minutes", failures: 6, poll: time.Minute, wantN: 7, wantDelay: 5 * time.Minute},
+		{name: "after a reset, an error counts as the first again", failures: 0, poll: time.Minute, wantN: 1, wantDelay: time.Minute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			n, delay, giveUp := backoff(tc.failures, tc.poll)
+			assert.Equal(t, tc.wantN, n)
+			assert.Equal(t, tc.wantDelay, delay)
+			assert.Equal(t, tc.wantGive, giveUp)
 		})
 	}
 }
