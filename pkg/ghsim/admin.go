@@ -274,6 +274,24 @@ func (s *Sim) ClosePR(ref ghref.PR) error {
 	return nil
 }
 
+// DeleteHeadRepo makes the PR's head repository gone, as when the author
+// deletes the fork a PR came from: the PR stays open at its last head, and
+// GitHub answers head.repo null from then on (see the issue "pull-request.head.repo
+// is not required" in github/rest-api-description, #161, and #1811 for the list
+// form). The sim has no forks: the head branch stays in the repository,
+// and only the PR's JSON changes.
+func (s *Sim) DeleteHeadRepo(ref ghref.PR) error {
+	rp, p, err := s.prFor(ref)
+	if err != nil {
+		return err
+	}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	p.headRepoGone = true
+	p.ver++
+	return nil
+}
+
 // ReopenPR reopens a closed, unmerged pull request.
 func (s *Sim) ReopenPR(ref ghref.PR) error {
 	rp, p, err := s.prFor(ref)

@@ -445,3 +445,34 @@ func TestCheckRuns_Refusals(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, runs, "nothing refused was written")
 }
+
+// TestContract_DeletedHeadRepo: once the repository a PR's head lives in
+// is deleted (a fork its owner removed), GitHub answers head.repo null in
+// both the PR and the list form, and keeps the PR open at its last head.
+// GitHub's OpenAPI description long said otherwise; the issues
+// "[Schema Inaccuracy] pull-request.head.repo is not required"
+// (github/rest-api-description #161, fixed by #424) and "Pull Request
+// Simple head.repo object may be null" (#1811) record the real answers.
+func TestContract_DeletedHeadRepo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	require.NoError(t, e.sim.DeleteHeadRepo(e.pr))
+
+	raw := call(t, e.srv, "GET", "/repos/octo/socket.io/pulls/1", tokBot, nil).obj(t)
+	head := raw["head"].(map[string]any)
+	assert.Contains(t, head, "repo")
+	assert.Nil(t, head["repo"], "head.repo is null")
+	var pr github.PullRequest
+	call(t, e.srv, "GET", "/repos/octo/socket.io/pulls/1", tokBot, nil).json(t, &pr)
+	assert.Nil(t, pr.GetHead().GetRepo())
+	assert.Equal(t, "open", pr.GetState())
+	assert.Equal(t, info.HeadSHA, pr.GetHead().GetSHA(), "the head stays")
+	assert.NotNil(t, pr.GetBase().GetRepo(), "the base repository is still there")
+
+	var list []*github.PullRequest
+	call(t, e.srv, "GET", "/repos/octo/socket.io/pulls", tokBot, nil).json(t, &list)
+	require.Len(t, list, 1)
+	assert.Nil(t, list[0].GetHead().GetRepo())
+}

@@ -100,7 +100,8 @@
 //
 // # What it does not model
 //
-// Forks (head and base are always the same repository), plain issues
+// Forks (head and base are always the same repository, but DeleteHeadRepo
+// answers head.repo null as for a deleted fork), plain issues
 // without a pull request, classic branch protection and enforced rulesets (so no "blocked" state and no
 // required reviews), auto-merge, asynchronous mergeability (GitHub may
 // answer mergeable: null while it computes; the sim computes synchronously),

@@ -184,6 +184,9 @@ type pr struct {
 	rcomments []*reviewComment
 	reviews   []*review
 	reviewers []*user
+	// headRepoGone is a head repository deleted since (a fork whose owner
+	// deleted it): head.repo renders null, as GitHub answers then.
+	headRepoGone bool
 	// ver moves on every change that alters the PR's or issue's JSON.
 	ver         uint64
 	simpleCache cacheSlot

@@ -102,6 +102,16 @@ func (s *Sim) branchWire(rp *repo, ref, sha, base string) jBranch {
 	return jBranch{Label: rp.ref.Owner + ":" + ref, Ref: ref, SHA: sha, User: rp.owner.json(base), Repo: repoSlot}
 }
 
+// headWire is a PR's head: its branch, with repo null once the head
+// repository is gone (DeleteHeadRepo).
+func (s *Sim) headWire(rp *repo, p *pr, base string) jBranch {
+	b := s.branchWire(rp, p.headRef, p.headSHA, base)
+	if p.headRepoGone {
+		b.Repo = json.RawMessage("null")
+	}
+	return b
+}
+
 func (s *Sim) encodePull(rp *repo, v any, base string) json.RawMessage {
 	b, _ := json.Marshal(v)
 	repl := append(append([]byte{}, repoSlotRepl...), s.repoJSON(rp, base)...)
@@ -143,7 +153,7 @@ func (s *Sim) pullWire(rp *repo, p *pr, base string) jPull {
 		CreatedAt: ts(p.created), UpdatedAt: ts(p.updated), ClosedAt: closedAt, MergedAt: mergedAt,
 		MergeCommitSHA: mergeSHA, Assignee: json.RawMessage("null"), Assignees: []json.RawMessage{},
 		RequestedReviewers: reviewers, RequestedTeams: []struct{}{},
-		Head: s.branchWire(rp, p.headRef, p.headSHA, base), Base: s.branchWire(rp, p.baseRef, p.baseSHA, base),
+		Head: s.headWire(rp, p, base), Base: s.branchWire(rp, p.baseRef, p.baseSHA, base),
 		Links: jPRLinks{
 			Self: jHref{u}, HTML: jHref{h}, Issue: jHref{iu}, Comments: jHref{iu + "/comments"},
 			ReviewComments: jHref{u + "/comments"}, ReviewComment: jHref{ru + "/pulls/comments{/number}"},

@@ -21,8 +21,9 @@ import (
 	"github.com/prloop/prloop/pkg/metrics"
 )
 
-// maxFailures bounds transient errors (GitHub or git unreachable) on one
-// entry before the merger gives up on it.
+// maxFailures bounds transient errors (GitHub or git unreachable) about
+// one entry in a row, with no pass going through between them, before the
+// merger gives up on it.
 const maxFailures = 8
 
 // process works on the first entry of a queue until it leaves the queue
@@ -91,6 +92,10 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		log.Debug("merge decision", "action", d.Action, "why", d.Why, "head", ghref.ShortSHA(v.HeadSHA))
 		switch d.Action {
 		case ActWait:
+			// The pass went through: earlier errors are not in a row.
+			if err := s.recovered(ctx, &st); err != nil {
+				return s.saved(err)
+			}
 			if err := ctxtime.Sleep(ctx, s.cfg.PollInterval); err != nil {
 				return err
 			}
@@ -558,20 +563,46 @@ func (s *Service) left(ctx context.Context, st stored, result string) error {
 	return nil
 }
 
-// retryLater records a transient error and delays the entry (and with it
-// its queue, first come first served) with exponential backoff; after
-// maxFailures the merger gives up.
+// retryLater records a transient error about the entry and delays it (and
+// with it its queue, first come first served) with exponential backoff;
+// after maxFailures in a row the merger gives up (backoff).
 func (s *Service) retryLater(ctx context.Context, st *stored, cause error, log *slog.Logger) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	st.Failures++
 	st.LastError = cause.Error()
-	if st.Failures >= maxFailures {
-		return s.fail(ctx, *st, events.ReasonNotMergeable, fmt.Sprintf("gave up after %d errors: %v", st.Failures, cause), log)
+	var delay time.Duration
+	var giveUp bool
+	st.Failures, delay, giveUp = backoff(st.Failures, s.cfg.PollInterval)
+	if giveUp {
+		return s.fail(ctx, *st, events.ReasonNotMergeable, fmt.Sprintf("gave up after %d errors in a row: %v", st.Failures, cause), log)
 	}
-	delay := min(s.cfg.PollInterval<<(st.Failures-1), 5*time.Minute)
 	st.NotBefore = s.d.Now().Add(delay)
 	log.Warn("merge step failed; will retry", "err", cause, "failures", st.Failures, "retry_in", delay)
 	return s.saved(s.q.save(ctx, st))
+}
+
+// backoff is what one more transient error does to an entry that had
+// failures in a row before it: the new count, and the wait before the
+// next attempt (the poll interval, doubling with each error, at most five
+// minutes), or that the merger gives up, at maxFailures. A pass that goes
+// through resets the count (recovered), so that errors far apart, each
+// followed by an answer, never add up. It is pure.
+func backoff(failures int, poll time.Duration) (int, time.Duration, bool) {
+	n := failures + 1
+	if n >= maxFailures {
+		return n, 0, true
+	}
+	return n, min(poll<<(n-1), 5*time.Minute), false
+}
+
+// recovered resets the entry's count of errors in a row once a pass over
+// it went through (it read GitHub and could wait or act); it writes the
+// entry only when there was a count.
+func (s *Service) recovered(ctx context.Context, st *stored) error {
+	if st.Failures == 0 {
+		return nil
+	}
+	st.Failures = 0
+	return s.q.save(ctx, st)
 }

@@ -68,8 +68,11 @@ type Entry struct {
 	// the head it will produce, when known in advance (rebase).
 	UpdatingFrom string `json:"updating_from,omitempty"`
 	UpdatingTo   string `json:"updating_to,omitempty"`
-	// MergingHead is the head a merge was requested for.
+	// MergingHead is the head a merge was requested for. MergingTree, in
+	// speculative mode, is the tree of the green candidate that merge was
+	// made for: main's tree after it must be that one.
 	MergingHead string `json:"merging_head,omitempty"`
+	MergingTree string `json:"merging_tree,omitempty"`
 	// UpdateAnnounced is the head prloop made whose PRBranchUpdated was
 	// published: Head is saved first, so a publish lost to a crash or an
 	// error is made on the next pass (see announceUpdate).

@@ -31,12 +31,13 @@ import (
 // is the base tip plus PR 1, commit 2 is commit 1 plus PR 2, and so on,
 // each built exactly as GitHub's squash (or merge) of that PR will build
 // it, with git merge-tree. The candidates are pushed as the prloop-owned
-// branches prloop/queue/<base>/<n>, where CI tests them. When candidate k
-// is green (and none before it failed), PRs 1…k are merged in order, each
-// with the head guard, each after GitHub is re-read (the PR still open on
-// the tested head, its approval standing, the base where the candidate
-// left it), and main's tree after each merge is checked against the
-// candidate's: a tree nobody tested never lands silently. When the first
+// branches prloop/queue/<base>/<n>, where CI tests them. When candidates
+// 1…k are all green, PRs 1…k are merged in order (PR i only on its own
+// green candidate i, the tree main gets after it), each with the head
+// guard, each after GitHub is re-read (the PR still open on the tested
+// head, its approval standing, the base where the candidate left it), and
+// main's tree after each merge is checked against that candidate's: a tree
+// nobody tested never lands silently. When the first
 // candidate fails, its PR leaves with checks_failed naming the failing
 // checks, and the candidates after it are rebuilt without it.
 //
@@ -91,7 +92,8 @@ func candidateBranch(base string, n int) string {
 
 // mergeDecision is chooseMerge's answer.
 type mergeDecision struct {
-	// Merge is how many PRs, from the first, can be merged now.
+	// Merge is how many PRs, from the first, can be merged now: each of
+	// them has its own candidate green.
 	Merge int
 	// Remove, when not 0, is the place (from 1) of a PR whose candidate
 	// failed while the candidate before it passed (or it is the first):
@@ -105,15 +107,24 @@ type mergeDecision struct {
 }
 
 // chooseMerge decides from the candidates' check verdicts, in order, what
-// the queue can do: merge the PRs up to the last green candidate before
-// the first failed one (a later green candidate proves the earlier PRs
-// together), remove the PR whose candidate is the first failed one when
-// the candidate before it passed (the base plus the PRs ahead was green,
-// adding this PR made it red), or wait. A failed candidate after a pending
-// one only waits: its fault may lie with a PR before it, which that PR's
-// own candidate will show. It is pure.
+// the queue can do: merge the PRs whose candidates are green, from the
+// first up to the first that is not; remove the PR whose candidate is the
+// first failed one when the candidate before it passed (the base plus the
+// PRs ahead was green, adding this PR made it red); or wait. It is pure.
+//
+// Merging PR k moves the base to candidate k's tree, so candidate k must
+// be green before that merge call, whatever a later candidate says: a
+// green candidate k+1 proves the PRs 1…k+1 together, not the tree main
+// sits on between the two merges, and if the second merge does not come
+// (refused, approval withdrawn, base moved) main stays on that tree. So
+// [pending, green] waits for the first candidate. Squash merges land one
+// PR at a time; nothing can move the base to candidate k+1 in one step.
+//
+// A failed candidate after a pending one only waits: its fault may lie
+// with a PR before it, which that PR's own candidate will show.
 func chooseMerge(states []ChecksState) mergeDecision {
 	d := mergeDecision{Stack: true}
+	proven := true // every candidate so far is green
 	for i, st := range states {
 		if st == ChecksFailed {
 			d.Stack = false
@@ -122,7 +133,8 @@ func chooseMerge(states []ChecksState) mergeDecision {
 			}
 			break
 		}
-		if st == ChecksGreen {
+		proven = proven && st == ChecksGreen
+		if proven {
 			d.Merge = i + 1
 		}
 	}
@@ -220,12 +232,21 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	if entries[0].NotBefore.After(s.d.Now()) {
 		return false, nil
 	}
-	first := entries[0]
+	ride := entries[:riding(entries, s.cfg.queueDepth(), s.d.Now())]
 	retry := func(err error) (bool, error) {
-		// A failed read holds the whole queue, first come first served.
-		return false, s.retryLater(ctx, &first, err, sp.log.With("pr", first.PR.String()))
+		// An error is charged to the PR it is about; one about the base
+		// or the queue to the first, and it holds the whole queue, first
+		// come first served. A PR further back waits on its own: the next
+		// pass leaves it and those behind it out of the candidates until
+		// its backoff ends (riding), and the PRs ahead of it go on.
+		i := blame(err, prsOf(ride))
+		st := &entries[i]
+		if err := s.retryLater(ctx, st, err, sp.log.With("pr", st.PR.String())); err != nil || i == 0 {
+			return false, err
+		}
+		return true, nil
 	}
-	riders, left, err := sp.riders(ctx, entries[:min(len(entries), s.cfg.queueDepth())])
+	riders, left, err := sp.riders(ctx, ride)
 	if err != nil {
 		return retry(err)
 	}
@@ -266,7 +287,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	if err := parallel(kept, func(i int) error {
 		var err error
 		inputs[i], err = s.readChecks(ctx, chain[i].PR.RepoRef(), chain[i].SHA)
-		return err
+		return about(chain[i].PR, err)
 	}); err != nil {
 		return retry(err)
 	}
@@ -336,6 +357,12 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 			"checks on candidate %s (branch %s) still pending after %s: %s",
 			ghref.ShortSHA(c.SHA), c.Branch, s.cfg.ChecksTimeout, strings.Join(checks[0].Pending, ", ")), log)
 	}
+	// The pass went through: every rider's earlier errors are behind it.
+	for i := range riders {
+		if err := s.recovered(ctx, &riders[i].st); err != nil {
+			return true, s.saved(err)
+		}
+	}
 	st := riders[0].st
 	if err := s.announceWaiting(ctx, &st, checks[0]); err != nil {
 		return false, s.saved(err)
@@ -360,13 +387,13 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 		st := entries[i]
 		p, err := s.d.GitHub.GetPull(ctx, st.PR)
 		if err != nil {
-			return err
+			return about(st.PR, err)
 		}
 		reads[i].p = p
 		if v := ViewOf(p); v.Open && !v.Merged && v.HeadSHA == st.Head {
 			reads[i].approval, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, sp.log.With("pr", st.PR.String()))
 		}
-		return err
+		return about(st.PR, err)
 	})
 	if err != nil {
 		return nil, false, err
@@ -382,7 +409,7 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 			if st.MergingHead != "" && st.MergingHead == v.HeadSHA {
 				// Merged by prloop, and the answer was lost: check it as if
 				// it had come.
-				_, err := sp.verifyMerged(ctx, st, p, p.GetMergeCommitSHA(), "", log)
+				_, err := sp.verifyMerged(ctx, st, p, p.GetMergeCommitSHA(), log)
 				return nil, true, err
 			}
 			log.Info("merged outside prloop; leaving the merge queue")
@@ -402,6 +429,85 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 		out = append(out, rider{st: st, p: p})
 	}
 	return out, false, nil
+}
+
+// riding returns how many of the first entries of a queue ride in
+// candidates: at most depth, up to the first that is waiting out the
+// backoff of an error of its own (NotBefore after now). Queue order holds:
+// the PRs behind such an entry wait with it, the PRs ahead of it go on. It
+// is pure.
+func riding(entries []stored, depth int, now time.Time) int {
+	n := min(len(entries), depth)
+	for i := range n {
+		if entries[i].NotBefore.After(now) {
+			return i
+		}
+	}
+	return n
+}
+
+// prError is an error about one PR of the queue (its read, its approval,
+// its head, its candidate's checks), which is charged to that PR.
+type prError struct {
+	pr  ghref.PR
+	err error
+}
+
+func (e *prError) Error() string { return e.err.Error() }
+func (e *prError) Unwrap() error { return e.err }
+
+// about marks err (nil stays nil) as being about pr.
+func about(pr ghref.PR, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &prError{pr: pr, err: err}
+}
+
+// blame returns the place (from 0) in prs of the PR an error of a pass is
+// about: the first of them when the error (or one joined in it) is about
+// none of them in particular (the base, the queue, a local failure),
+// otherwise the earliest PR named, since the PRs behind it wait for it
+// anyway. It is pure.
+func blame(err error, prs []ghref.PR) int {
+	place := len(prs)
+	var walk func(error) bool // false: err is about no PR of prs
+	walk = func(err error) bool {
+		switch e := err.(type) {
+		case *prError:
+			i := slices.IndexFunc(prs, func(p ghref.PR) bool { return p == e.pr })
+			if i < 0 {
+				return false
+			}
+			place = min(place, i)
+			return true
+		case interface{ Unwrap() []error }:
+			for _, sub := range e.Unwrap() {
+				if !walk(sub) {
+					return false
+				}
+			}
+			return len(e.Unwrap()) > 0
+		case interface{ Unwrap() error }:
+			if sub := e.Unwrap(); sub != nil {
+				return walk(sub)
+			}
+		}
+		return false
+	}
+	if !walk(err) || place == len(prs) {
+		return 0
+	}
+	return place
+}
+
+// prsOf returns the PRs of entries, in order.
+func prsOf(entries []stored) []ghref.PR {
+	out := make([]ghref.PR, len(entries))
+	for i, e := range entries {
+		out[i] = e.PR
+	}
+	return out
 }
 
 // parallel runs f(0) … f(n-1) at once and returns the first error.
@@ -531,6 +637,7 @@ func (sp *speculation) nextRiders(ctx context.Context, entries []stored) ([]ride
 // batch holding them, for the caller to save.
 func (sp *speculation) stackNext(ctx context.Context, batch Batch, chain, fresh []Candidate, riders []rider, entries []stored, merge int, baseSHA string) (Batch, error) {
 	more := entries[len(riders):min(len(entries), len(riders)+merge)]
+	more = more[:riding(more, len(more), sp.s.d.Now())]
 	if len(more) == 0 && len(fresh) == 0 {
 		return batch, nil
 	}
@@ -602,28 +709,36 @@ func (sp *speculation) fetchCandidates(ctx context.Context, baseURL string, old 
 func (sp *speculation) fetchHeads(ctx context.Context, riders []rider) error {
 	var urls []string
 	refspecs := map[string][]string{}
+	owners := map[string][]ghref.PR{} // the PRs whose heads live at each URL
 	for _, r := range riders {
 		if sp.has(ctx, r.st.Head) {
 			continue
 		}
 		url, ref := r.p.GetHead().GetRepo().GetCloneURL(), r.p.GetHead().GetRef()
 		if url == "" || ref == "" {
-			return fmt.Errorf("fetch %s: GitHub did not say where its head lives", r.st.PR)
+			// head.repo is null when the fork was deleted.
+			return about(r.st.PR, fmt.Errorf("fetch %s: GitHub did not say where its head lives", r.st.PR))
 		}
 		if refspecs[url] == nil {
 			urls = append(urls, url)
 		}
 		refspecs[url] = append(refspecs[url], "+refs/heads/"+ref+":refs/prloop/pr/"+strconv.Itoa(r.st.PR.Number))
+		owners[url] = append(owners[url], r.st.PR)
 	}
 	for _, url := range urls {
 		args := append([]string{"fetch", "-q", "--no-tags", url}, refspecs[url]...)
 		if _, err := sp.g.remote(ctx, url, args...); err != nil {
-			return fmt.Errorf("fetch the heads of %s's queue: %w", sp.qid, err)
+			err = fmt.Errorf("fetch the heads of %s's queue: %w", sp.qid, err)
+			if len(owners[url]) == 1 {
+				// A repository only this PR's head lives in (its fork).
+				err = about(owners[url][0], err)
+			}
+			return err
 		}
 	}
 	for _, r := range riders {
 		if !sp.has(ctx, r.st.Head) {
-			return fmt.Errorf("fetch %s: branch %s is no longer at the approved %s", r.st.PR, r.p.GetHead().GetRef(), ghref.ShortSHA(r.st.Head))
+			return about(r.st.PR, fmt.Errorf("fetch %s: branch %s is no longer at the approved %s", r.st.PR, r.p.GetHead().GetRef(), ghref.ShortSHA(r.st.Head)))
 		}
 	}
 	return nil
@@ -778,7 +893,7 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 			log.Info("the base branch moved; rebuilding the candidates", "expected", ghref.ShortSHA(expect), "tip", ghref.ShortSHA(tip.GetSHA()))
 			return nil
 		}
-		st.MergingHead = c.Head
+		st.MergingHead, st.MergingTree = c.Head, c.Tree
 		if err := s.q.save(ctx, &st); err != nil {
 			return s.saved(err)
 		}
@@ -790,17 +905,17 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 				return ctx.Err()
 			}
 			if after, gerr := s.d.GitHub.GetPull(ctx, st.PR); gerr == nil && after.GetMerged() {
-				_, err := sp.verifyMerged(ctx, st, after, after.GetMergeCommitSHA(), c.Tree, log)
+				_, err := sp.verifyMerged(ctx, st, after, after.GetMergeCommitSHA(), log)
 				return err
 			}
 			if isRefusal(err) {
-				st.MergingHead = ""
+				st.MergingHead, st.MergingTree = "", ""
 				_, err := s.refused(ctx, &st, "merge", err, log)
 				return err
 			}
 			return s.retryLater(ctx, &st, err, log)
 		}
-		if ok, err := sp.verifyMerged(ctx, st, p, res.GetSHA(), c.Tree, log); err != nil || !ok {
+		if ok, err := sp.verifyMerged(ctx, st, p, res.GetSHA(), log); err != nil || !ok {
 			return err // not as tested: escalated; the next pass rebuilds on the real base
 		}
 		expect = res.GetSHA()
@@ -809,22 +924,14 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 }
 
 // verifyMerged finishes a merge prloop made of st: PRMerged, the entry
-// leaves; and when main's tree after it is not the tested candidate's
-// (tree; "" looks it up in the batch), a human is called: the change
+// leaves; and when main's tree after it is not the tree of the green
+// candidate the merge was made for (st.MergingTree, recorded before the
+// merge call: not whatever candidate of the PR the batch holds now, which
+// may be a rebuilt one CI has not passed), a human is called: the change
 // landed, but not as tested. It reports whether the tree matched.
-func (sp *speculation) verifyMerged(ctx context.Context, st stored, p *gh.PullRequest, mergeSHA, tree string, log *slog.Logger) (bool, error) {
+func (sp *speculation) verifyMerged(ctx context.Context, st stored, p *gh.PullRequest, mergeSHA string, log *slog.Logger) (bool, error) {
 	s := sp.s
-	if tree == "" {
-		b, _, err := sp.load(ctx)
-		if err != nil {
-			return false, err
-		}
-		for _, c := range b.Candidates {
-			if c.PR.Number == st.PR.Number && c.Head == st.MergingHead {
-				tree = c.Tree
-			}
-		}
-	}
+	tree := st.MergingTree
 	ok, err := sp.treeMatches(ctx, st, mergeSHA, tree)
 	if err != nil {
 		return false, err

@@ -97,10 +97,11 @@ func TestSpeculative_BatchMergesInOrder(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	prs, heads := e.openPRs("a.txt", "b.txt", "c.txt")
-	// Only the candidate holding all three is ever green: it alone proves
-	// the two before it.
-	e.candidateCI(func(c *events.MergeCandidate, _ []string) string {
-		if len(c.Ahead) == 2 {
+	// CI passes nothing until all three ride in candidates, each holding
+	// the ones before it; each PR then merges on its own green candidate.
+	var green atomic.Bool
+	e.candidateCI(func(*events.MergeCandidate, []string) string {
+		if green.Load() {
 			return "success"
 		}
 		return ""
@@ -109,6 +110,11 @@ func TestSpeculative_BatchMergesInOrder(t *testing.T) {
 	for i, pr := range prs {
 		e.approve(pr, heads[i], "1")
 	}
+	require.Eventually(t, func() bool {
+		built := e.candidates(prs[2], events.CandidateBuilt)
+		return len(built) > 0 && len(built[len(built)-1].Ahead) == 2
+	}, waitFor, 10*time.Millisecond, "c rides behind a and b")
+	green.Store(true)
 
 	var seqs []uint64
 	for _, pr := range prs {

@@ -80,6 +80,30 @@ func TestBench_SerialTiny(t *testing.T) {
 	assert.GreaterOrEqual(t, f.p99, f.p50)
 }
 
+// TestBench_SpeculativeTiny runs the benchmark end to end with the real
+// merger in speculative mode: every good PR merges, the broken one is
+// removed as failing, and every merge lands a tree CI passed before the
+// merge (none early: each PR merges on its own green candidate).
+func TestBench_SpeculativeTiny(t *testing.T) {
+	t.Parallel()
+	o := tiny()
+	o.modes = []string{"speculative"}
+	require.NoError(t, o.validate())
+	rs, err := run(t.Context(), o, t.TempDir(), bin, io.Discard)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	r := rs[0]
+	require.Empty(t, r.unavailable)
+	require.Empty(t, r.incomplete)
+	assert.Equal(t, 3, r.merged)
+	assert.Equal(t, r.broken, r.failedChecks, "exactly the broken PR is removed as failing")
+	assert.Empty(t, r.brokenMerged)
+	assert.Zero(t, r.untested, "every merge lands a tree CI passed")
+	assert.Zero(t, r.early, "each PR merges only after CI passed its own candidate's tree")
+	assert.Zero(t, r.foreign)
+	assert.Positive(t, r.candidateRuns)
+}
+
 // TestBench_RefusedConfigurationIsNotAvailable: a contender whose
 // configuration the merger refuses (as it refuses a queue mode it does not
 // know) is reported as not available, with the merger's error, instead of
