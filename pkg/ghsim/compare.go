@@ -29,7 +29,8 @@ type jComparison struct {
 // the commits of head not in base, behind_by those of base not in head,
 // status is identical, ahead, behind or diverged, base_commit is base and
 // merge_base_commit their merge base, commits are base..head oldest first
-// (at most 250). Base and head are branch names or shas of the repository;
+// (at most 250), paginated by page and per_page as GitHub's are (the counts
+// cover them all). Base and head are branch names or shas of the repository;
 // an unknown one, or no "...", is 404. Files are not listed.
 func (s *Sim) compareHandler(c *reqCtx) *result {
 	rp, res := c.repo()
@@ -75,9 +76,8 @@ func (s *Sim) compareHandler(c *reqCtx) *result {
 		return errResult(500, "Server Error")
 	}
 	commits = commits[:min(len(commits), maxCompareCommits)]
-	if commits == nil {
-		commits = []jCommit{}
-	}
+	start, end, link := c.window(len(commits))
+	commits = append([]jCommit{}, commits[start:end]...)
 	status := "diverged"
 	switch {
 	case ahead == 0 && behind == 0:
@@ -89,10 +89,14 @@ func (s *Sim) compareHandler(c *reqCtx) *result {
 	}
 	u, web := rp.apiURL(c.base)+"/compare/"+basehead, webBase(c.base)+"/"+rp.ref.String()+"/compare/"
 	owner := rp.ref.Owner
-	return jsonResult(200, jComparison{
+	res = jsonResult(200, jComparison{
 		URL: u, HTMLURL: web + basehead, PermalinkURL: web + owner + ":" + baseSHA + "..." + owner + ":" + headSHA,
 		DiffURL: web + basehead + ".diff", PatchURL: web + basehead + ".patch",
 		BaseCommit: ends[0], MergeBaseCommit: ends[1], Status: status,
 		AheadBy: ahead, BehindBy: behind, TotalCommits: ahead, Commits: commits,
 	})
+	if link != "" {
+		res.setHeader("Link", link)
+	}
+	return res
 }

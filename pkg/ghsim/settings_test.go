@@ -220,6 +220,7 @@ func TestContract_Compare(t *testing.T) {
 		baseSHA, mergeSHA string
 	}{
 		{name: "head behind the base tip: diverged", basehead: "main...feature", status: 200, want: "diverged", ahead: 1, behind: 1, baseSHA: newMain, mergeSHA: oldMain},
+		{name: "a page of the commits, counts of all", basehead: "main...feature?per_page=1", status: 200, want: "diverged", ahead: 1, behind: 1, baseSHA: newMain, mergeSHA: oldMain},
 		{name: "by sha", basehead: oldMain + "..." + info.HeadSHA, status: 200, want: "ahead", ahead: 1, baseSHA: oldMain, mergeSHA: oldMain},
 		{name: "the other way", basehead: info.HeadSHA + "..." + oldMain, status: 200, want: "behind", behind: 1, baseSHA: info.HeadSHA, mergeSHA: oldMain},
 		{name: "identical", basehead: "main...main", status: 200, want: "identical", baseSHA: newMain, mergeSHA: newMain},
