@@ -52,8 +52,9 @@ type Comparison struct {
 	// is 0.
 	AheadBy, BehindBy int
 	// BaseSHA is the commit base named when GitHub compared (a branch's
-	// tip then); MergeBaseSHA is the merge base of the two.
-	BaseSHA, MergeBaseSHA string
+	// tip then), BaseTree its tree; MergeBaseSHA is the merge base of the
+	// two.
+	BaseSHA, BaseTree, MergeBaseSHA string
 }
 
 // Compare compares head with base (branch names or SHAs of repo). It asks
@@ -76,6 +77,7 @@ func (c *Client) Compare(ctx context.Context, repo ghref.Repo, base, head string
 	}
 	return Comparison{
 		Status: cc.GetStatus(), AheadBy: cc.GetAheadBy(), BehindBy: cc.GetBehindBy(),
-		BaseSHA: cc.GetBaseCommit().GetSHA(), MergeBaseSHA: cc.GetMergeBaseCommit().GetSHA(),
+		BaseSHA: cc.GetBaseCommit().GetSHA(), BaseTree: cc.GetBaseCommit().GetCommit().GetTree().GetSHA(),
+		MergeBaseSHA: cc.GetMergeBaseCommit().GetSHA(),
 	}, nil
 }

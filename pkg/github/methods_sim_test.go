@@ -502,16 +502,23 @@ func TestClient_Compare(t *testing.T) {
 	require.NoError(t, err)
 	newMain, err := e.sim.PushCommit(e.repo, "main", "alice", map[string]string{"b.txt": "b\n"}, "B")
 	require.NoError(t, err)
+	tree := func(sha string) string {
+		tree, _, err := e.sim.Tree(e.repo, sha)
+		require.NoError(t, err)
+		return tree
+	}
 	tests := []struct {
 		name, base, head string
 		want             Comparison
 	}{
 		{name: "behind its base", base: "main", head: "feature/x",
-			want: Comparison{Status: "diverged", AheadBy: 4, BehindBy: 1, BaseSHA: newMain, MergeBaseSHA: oldMain}},
+			want: Comparison{Status: "diverged", AheadBy: 4, BehindBy: 1, BaseSHA: newMain, BaseTree: tree(newMain), MergeBaseSHA: oldMain}},
 		{name: "up to date with the old tip", base: oldMain, head: head,
-			want: Comparison{Status: "ahead", AheadBy: 4, BaseSHA: oldMain, MergeBaseSHA: oldMain}},
+			want: Comparison{Status: "ahead", AheadBy: 4, BaseSHA: oldMain, BaseTree: tree(oldMain), MergeBaseSHA: oldMain}},
+		{name: "the other way: the head's tree, and the base commits it lacks", base: head, head: "main",
+			want: Comparison{Status: "diverged", AheadBy: 1, BehindBy: 4, BaseSHA: head, BaseTree: tree(head), MergeBaseSHA: oldMain}},
 		{name: "identical", base: "main", head: newMain,
-			want: Comparison{Status: "identical", BaseSHA: newMain, MergeBaseSHA: newMain}},
+			want: Comparison{Status: "identical", BaseSHA: newMain, BaseTree: tree(newMain), MergeBaseSHA: newMain}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
