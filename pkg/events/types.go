@@ -106,10 +106,11 @@ const (
 	ReasonStaleApproval Reason = "stale_approval"
 	// ReasonClosed says a queued PR was closed without being merged.
 	ReasonClosed Reason = "closed"
-	// ReasonUntestedMerge says the speculative queue merged a PR and
-	// main's tree afterwards was not the tree of the candidate CI tested
-	// (someone pushed to the base between the check and the merge, or
-	// GitHub merged differently): the change landed, untested as a whole.
+	// ReasonUntestedMerge says the merger merged a PR and main's tree
+	// afterwards was not the tree CI tested (the speculative queue's
+	// candidate, or in the serial queue the head itself): someone pushed
+	// to the base between the check and the merge, or GitHub merged
+	// differently. The change landed, untested as a whole.
 	ReasonUntestedMerge Reason = "untested_merge"
 )
 

@@ -18,6 +18,12 @@ import (
 // "[bot]"); an existing user is left as it is.
 func (s *Sim) AddUser(login string, isBot bool) { s.ensureUser(login, isBot) }
 
+// SetMergeabilityDelay makes a PR's mergeable null and mergeable_state
+// "unknown" for d of the sim clock after it opens or its head or base
+// moves, as GitHub answers while it computes mergeability in the
+// background; 0 (the default) computes it at once.
+func (s *Sim) SetMergeabilityDelay(d time.Duration) { s.mergeDelay.Store(int64(max(d, 0))) }
+
 // SetMaxPerPage caps the page size of every list at n (at most GitHub's
 // 100; n <= 0 restores 100), whatever per_page a client asks for.
 func (s *Sim) SetMaxPerPage(n int) {

@@ -43,6 +43,10 @@ func TestContract_EveryEndpoint(t *testing.T) {
 	_, err = s.PushCommit(repo, "fourth", "alice", map[string]string{"fourth.txt": "4\n"}, "Fourth")
 	require.NoError(t, err)
 
+	// main requires branches to be up to date, so that the behind PR below
+	// is "behind" (without that rule GitHub calls it clean).
+	require.NoError(t, s.SetRuleset(repo, "main", ghsim.RequiredChecks{Strict: true}))
+
 	rp := "/repos/octo/socket.io"
 	n := fmt.Sprint(e.pr.Number)
 	var reactionID, inlineID int64

@@ -18,10 +18,17 @@
 //     process, so a direct `git push` is seen by the next request. A moved
 //     head is a push and moves updated_at; a deleted head or base branch
 //     closes the PR, as on GitHub.
-//   - Mergeability, computed by git and cached per (base, head) pair:
-//     mergeable_state is "dirty" (merge-tree conflicts), "draft", "behind"
-//     (base has commits not in head), "unstable" (a failing status or check
-//     on head), else "clean"; merged PRs report mergeable null, "unknown".
+//   - Mergeability, computed by git and cached per (base, head) pair, and
+//     mergeable_state by the base branch's rules (its ruleset and classic
+//     protection together): "unknown" (mergeable null) for
+//     SetMergeabilityDelay after the PR opens or its head or base moves,
+//     "dirty" (merge-tree conflicts), "draft", "blocked" (a required check
+//     missing, pending or failed on head), "behind" (base has commits not
+//     in head, and only when the base requires branches to be up to date:
+//     a strict rule), "unstable" (another check failed), else "clean";
+//     merged PRs report mergeable null, "unknown".
+//   - Comparisons (GET /compare/{base}...{head}) from git: ahead_by,
+//     behind_by, status, base and merge-base commits, the commits.
 //   - Merges are real commits on the base branch: "merge" (the default, as
 //     GitHub's) makes a two-parent merge commit, "squash" one commit with
 //     the PR's tree on the base tip (authored by the PR author), "rebase"
@@ -36,8 +43,12 @@
 //     GitHub App writes them. That only an App may write them is not
 //     enforced: any token may.
 //   - Branch rules (GET /rules/branches/{branch}, readable by anyone): a
-//     required_status_checks rule per branch, set with SetRequiredChecks.
-//     It is listed, not enforced, as for a token that may bypass it.
+//     required_status_checks rule per branch with its strict policy, set
+//     with SetRuleset (SetRequiredChecks: not strict); classic branch
+//     protection's required status checks (GET /branches/{b}/protection,
+//     404 for anyone but an admin), set with SetBranchProtection. Both
+//     decide mergeable_state; neither refuses a merge, as for a token
+//     that may bypass them.
 //   - Permissions: admin, maintain, write, triage, read, none per
 //     collaborator; the owner is admin; every repository is public, so
 //     anyone may read, comment and react. Writes that need more answer 403
@@ -102,9 +113,8 @@
 //
 // Forks (head and base are always the same repository, but DeleteHeadRepo
 // answers head.repo null as for a deleted fork), plain issues
-// without a pull request, classic branch protection and enforced rulesets (so no "blocked" state and no
-// required reviews), auto-merge, asynchronous mergeability (GitHub may
-// answer mergeable: null while it computes; the sim computes synchronously),
+// without a pull request, rules other than required status checks (no
+// required reviews), merges refused by rules, auto-merge,
 // GraphQL, webhooks, search, editing or deleting comments, dismissing
 // reviews, teams, organisations (owners are users), check suites beyond an
 // id, the search/graphql rate-limit buckets beyond their presence in

@@ -154,6 +154,8 @@ func TestMerge_Methods(t *testing.T) {
 func TestUpdateBranch_MergesBaseIntoHead(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, ghsim.Options{})
+	// "behind" needs a base that requires branches to be up to date.
+	require.NoError(t, e.sim.SetRuleset(e.repo, "main", ghsim.RequiredChecks{Strict: true}))
 	mainSHA, err := e.sim.PushCommit(e.repo, "main", "octo", map[string]string{"other.txt": "x\n"}, "Other work")
 	require.NoError(t, err)
 	before := getPull(t, e, 1)

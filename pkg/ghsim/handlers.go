@@ -55,6 +55,8 @@ func (s *Sim) routes() {
 	s.handle("PATCH "+r+"/check-runs/{id}", s.updateCheckRun)
 	s.handle("GET "+r+"/collaborators/{username}/permission", s.permission)
 	s.handle("GET "+r+"/rules/branches/{branch}", s.branchRulesHandler)
+	s.handle("GET "+r+"/branches/{branch}/protection", s.branchProtectionHandler)
+	s.handle("GET "+r+"/compare/{basehead...}", s.compareHandler)
 	s.handle("DELETE "+r+"/git/refs/{ref...}", s.deleteRef)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, "NOT_FOUND", func(*reqCtx) *result { return notFound() })
@@ -307,7 +309,7 @@ func (s *Sim) fullPR(c *reqCtx, rp *repo, p *pr, status int) *result {
 			mi = &cur // the branches moved while git ran; use the matching answer
 		}
 	}
-	res := &result{status: status, body: s.encodePull(rp, s.pullFull(rp, p, c.base, mi), c.base)}
+	res := &result{status: status, body: s.encodePull(rp, s.pullFull(rp, p, c.base, mi, c.now), c.base)}
 	res.lastModified = p.updated
 	return res
 }
@@ -1284,11 +1286,12 @@ type jGitPerson struct {
 }
 
 type jCommit struct {
-	SHA     string `json:"sha"`
-	NodeID  string `json:"node_id"`
-	URL     string `json:"url"`
-	HTMLURL string `json:"html_url"`
-	Commit  struct {
+	SHA         string `json:"sha"`
+	NodeID      string `json:"node_id"`
+	URL         string `json:"url"`
+	HTMLURL     string `json:"html_url"`
+	CommentsURL string `json:"comments_url"`
+	Commit      struct {
 		Author    jGitPerson `json:"author"`
 		Committer jGitPerson `json:"committer"`
 		Message   string     `json:"message"`
@@ -1323,29 +1326,46 @@ func (s *Sim) getCommit(c *reqCtx) *result {
 	if !ok {
 		return errResult(422, "No commit found for SHA: "+ref)
 	}
-	out, err := s.git(rp.dir, nil, nil, "show", "-s", "--format=%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B", sha, "--")
-	if err != nil {
+	cs, err := s.commitsWire(rp, c.base, "-1", sha)
+	if err != nil || len(cs) != 1 {
 		return errResult(422, "No commit found for SHA: "+ref)
 	}
-	f := strings.SplitN(out, "\x00", 10)
-	if len(f) < 10 {
-		return errResult(500, "Server Error")
+	return jsonResult(200, cs[0])
+}
+
+// commitFormat is the git log format commitsWire parses: ten fields, each
+// ended by a NUL (a message holds no NUL).
+const commitFormat = "%H%x00%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B%x00"
+
+// commitsWire lists the commits git log selects with args (no walk of
+// merges' reflogs, no decoration), in git's order, in GitHub's commit shape.
+func (s *Sim) commitsWire(rp *repo, base string, args ...string) ([]jCommit, error) {
+	out, err := s.git(rp.dir, nil, nil, append(append([]string{"log", "--no-color", "--format=" + commitFormat}, args...), "--")...)
+	if err != nil {
+		return nil, err
 	}
-	u := rp.apiURL(c.base)
-	var w jCommit
-	w.SHA, w.NodeID = f[0], "C_"+f[0][:12]
-	w.URL, w.HTMLURL = u+"/commits/"+f[0], webBase(c.base)+"/"+rp.ref.String()+"/commit/"+f[0]
-	w.Commit.Tree.SHA, w.Commit.Tree.URL = f[1], u+"/git/trees/"+f[1]
-	w.Commit.Author = jGitPerson{Name: f[3], Email: f[4], Date: gitDate(f[5])}
-	w.Commit.Committer = jGitPerson{Name: f[6], Email: f[7], Date: gitDate(f[8])}
-	w.Commit.Message = strings.TrimRight(f[9], "\n")
-	w.Commit.URL = u + "/git/commits/" + f[0]
-	w.Author, w.Committer = json.RawMessage("null"), json.RawMessage("null")
-	w.Parents = []jParent{} // a root commit has parents [], not null
-	for _, p := range strings.Fields(f[2]) {
-		w.Parents = append(w.Parents, jParent{SHA: p, URL: u + "/commits/" + p})
+	f := strings.Split(out, "\x00")
+	u := rp.apiURL(base)
+	var cs []jCommit
+	for i := 0; i+10 <= len(f); i += 10 {
+		sha := strings.TrimSpace(f[i])
+		var w jCommit
+		w.SHA, w.NodeID = sha, "C_"+sha[:12]
+		w.URL, w.HTMLURL = u+"/commits/"+sha, webBase(base)+"/"+rp.ref.String()+"/commit/"+sha
+		w.CommentsURL = u + "/commits/" + sha + "/comments"
+		w.Commit.Tree.SHA, w.Commit.Tree.URL = f[i+1], u+"/git/trees/"+f[i+1]
+		w.Commit.Author = jGitPerson{Name: f[i+3], Email: f[i+4], Date: gitDate(f[i+5])}
+		w.Commit.Committer = jGitPerson{Name: f[i+6], Email: f[i+7], Date: gitDate(f[i+8])}
+		w.Commit.Message = strings.TrimRight(f[i+9], "\n")
+		w.Commit.URL = u + "/git/commits/" + sha
+		w.Author, w.Committer = json.RawMessage("null"), json.RawMessage("null")
+		w.Parents = []jParent{} // a root commit has parents [], not null
+		for _, p := range strings.Fields(f[i+2]) {
+			w.Parents = append(w.Parents, jParent{SHA: p, URL: u + "/commits/" + p})
+		}
+		cs = append(cs, w)
 	}
-	return jsonResult(200, w)
+	return cs, nil
 }
 
 // gitDate renders git's ISO date as GitHub does: RFC 3339 in UTC.

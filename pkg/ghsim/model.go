@@ -159,16 +159,19 @@ type mergeInfo struct {
 }
 
 type pr struct {
-	number    int
-	id        int64 // pull request id
-	issueID   int64
-	user      *user
-	title     string
-	body      string
-	headRef   string
-	baseRef   string
-	headSHA   string
-	baseSHA   string
+	number  int
+	id      int64 // pull request id
+	issueID int64
+	user    *user
+	title   string
+	body    string
+	headRef string
+	baseRef string
+	headSHA string
+	baseSHA string
+	// moved is when the sim last saw head or base move (or the PR open):
+	// mergeability is "unknown" for Sim.SetMergeabilityDelay after it.
+	moved     time.Time
 	draft     bool
 	state     string // open, closed
 	merged    bool
@@ -247,12 +250,14 @@ type repo struct {
 	statusLog map[string][]*commitStatus
 	checks    map[string][]*checkRun
 	checkLog  map[string][]checkRun   // every write of a check run per sha, as written
-	rules     map[string]*branchRules // branch -> its required checks (SetRequiredChecks)
-	merges    map[[2]string]mergeInfo
-	refs      map[string]refEntry
-	packed    packedRefs
-	ver       uint64 // moves when the embedded repo JSON changes
-	repoCache cacheSlot
+	rules     map[string]*branchRules // branch -> its ruleset's required checks (SetRuleset)
+	// protection is classic branch protection per branch (SetBranchProtection).
+	protection map[string]*branchRules
+	merges     map[[2]string]mergeInfo
+	refs       map[string]refEntry
+	packed     packedRefs
+	ver        uint64 // moves when the embedded repo JSON changes
+	repoCache  cacheSlot
 }
 
 type refEntry struct {
@@ -385,6 +390,7 @@ func (rp *repo) refreshLocked(p *pr, now time.Time) {
 	}
 	if head != p.headSHA {
 		p.headSHA = head
+		p.moved = now
 		p.touch(now)
 		if now.After(rp.pushed) {
 			rp.pushed = now
@@ -393,6 +399,7 @@ func (rp *repo) refreshLocked(p *pr, now time.Time) {
 	}
 	if base != p.baseSHA {
 		p.baseSHA = base
+		p.moved = now
 		p.ver++
 	}
 }

@@ -182,7 +182,7 @@ func (rp *repo) newPRLocked(s *Sim, in openInput, headSHA, baseSHA string, now t
 	p := &pr{
 		number: rp.nextNumber, id: s.newID(), issueID: s.newID(), user: in.author, title: in.title, body: in.body,
 		headRef: in.head, baseRef: in.base, headSHA: headSHA, baseSHA: baseSHA, draft: in.draft, state: "open",
-		created: now, updated: now,
+		created: now, updated: now, moved: now,
 	}
 	rp.nextNumber++
 	rp.prs[p.number] = p

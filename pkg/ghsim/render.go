@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // All render functions run with rp.mu held.
@@ -174,24 +175,85 @@ func (s *Sim) pullSimpleJSON(rp *repo, p *pr, base string) json.RawMessage {
 	return b
 }
 
-// mergeState says what GitHub's mergeable and mergeable_state would.
-// Branch protection is not modelled, so "blocked" never appears.
-func (rp *repo) mergeState(p *pr, mi *mergeInfo) (*bool, string) {
-	if p.merged || mi == nil {
+// mergeState says what GitHub's mergeable and mergeable_state would, by
+// the base branch's rules (its ruleset and classic protection together):
+//
+//   - unknown, mergeable null: merged, or within the mergeability delay
+//     after the head or base moved (GitHub computes it in the background);
+//   - dirty: the head conflicts with the base;
+//   - draft;
+//   - blocked: a required check has not passed on the head (missing,
+//     pending or failed);
+//   - behind: the base has commits the head lacks, and only when the base
+//     requires branches to be up to date (strict); otherwise such a PR is
+//     clean, and merging it lands a tree no check ran on;
+//   - unstable: a check that is not required failed;
+//   - clean.
+//
+// GitHub documents the states, not their precedence when several hold;
+// the order above is the sim's.
+func (rp *repo) mergeState(p *pr, mi *mergeInfo, now time.Time, delay time.Duration) (*bool, string) {
+	if p.merged || mi == nil || (delay > 0 && now.Before(p.moved.Add(delay))) {
 		return nil, "unknown"
 	}
 	t, f := true, false
+	req := rp.requiredOn(p.baseRef)
 	switch {
 	case mi.conflict:
 		return &f, "dirty"
 	case p.draft:
 		return &t, "draft"
-	case mi.behind > 0:
+	case !rp.passed(p.headSHA, req.Contexts):
+		return &t, "blocked"
+	case req.Strict && mi.behind > 0:
 		return &t, "behind"
 	case rp.failing(p.headSHA):
 		return &t, "unstable"
 	}
 	return &t, "clean"
+}
+
+// passed reports whether every one of contexts passed on sha: a commit
+// status of that context, a check run of that name, or both when both
+// exist (GitHub then requires both), and its latest state a success (or,
+// for a check run, neutral or skipped).
+func (rp *repo) passed(sha string, contexts []string) bool {
+	for _, name := range contexts {
+		seen := false
+		for _, st := range rp.statuses[sha] {
+			if st.context == name {
+				if st.state != "success" {
+					return false
+				}
+				seen = true
+			}
+		}
+		for _, cr := range rp.checks[sha] {
+			if cr.name == name {
+				if !checkPassed(cr) {
+					return false
+				}
+				seen = true
+			}
+		}
+		if !seen {
+			return false
+		}
+	}
+	return true
+}
+
+// checkPassed reports a completed check run whose conclusion lets a merge
+// through.
+func checkPassed(cr *checkRun) bool {
+	if cr.status != "completed" {
+		return false
+	}
+	switch cr.conclusion {
+	case "success", "neutral", "skipped":
+		return true
+	}
+	return false
 }
 
 // failing reports whether any latest commit status or completed check run
@@ -203,21 +265,17 @@ func (rp *repo) failing(sha string) bool {
 		}
 	}
 	for _, cr := range rp.checks[sha] {
-		if cr.status == "completed" {
-			switch cr.conclusion {
-			case "success", "neutral", "skipped":
-			default:
-				return true
-			}
+		if cr.status == "completed" && !checkPassed(cr) {
+			return true
 		}
 	}
 	return false
 }
 
-func (s *Sim) pullFull(rp *repo, p *pr, base string, mi *mergeInfo) jPullFull {
+func (s *Sim) pullFull(rp *repo, p *pr, base string, mi *mergeInfo, now time.Time) jPullFull {
 	f := jPullFull{jPull: s.pullWire(rp, p, base)}
 	f.Merged = p.merged
-	f.Mergeable, f.MergeableState = rp.mergeState(p, mi)
+	f.Mergeable, f.MergeableState = rp.mergeState(p, mi, now, time.Duration(s.mergeDelay.Load()))
 	f.Rebaseable = f.Mergeable
 	f.MergedBy = p.mergedBy.json(base)
 	f.Comments = len(p.comments)

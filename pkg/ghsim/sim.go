@@ -92,6 +92,9 @@ type Sim struct {
 	nextID     atomic.Int64
 	reqID      atomic.Int64
 	maxPerPage atomic.Int64
+	// mergeDelay is how long mergeability stays unknown after a push
+	// (SetMergeabilityDelay), in nanoseconds of the sim clock.
+	mergeDelay atomic.Int64
 
 	mu     sync.RWMutex
 	users  map[string]*user // lower login

@@ -484,6 +484,58 @@ func TestClient_ListBranchRules(t *testing.T) {
 	})
 }
 
+// TestClient_Compare: whether a base tip is an ancestor of a head is
+// behind_by == 0 of GitHub's "Compare two commits"
+// (docs.github.com/rest/commits/commits#compare-two-commits), which the
+// sim computes with git. The client asks for one commit of the list; the
+// counts cover all of them.
+func TestClient_Compare(t *testing.T) {
+	t.Parallel()
+	e := newSimEnv(t, ghsim.Options{}, Config{}, Options{})
+	oldMain, err := e.sim.PushCommit(e.repo, "main", "alice", map[string]string{"a.txt": "a\n"}, "A")
+	require.NoError(t, err)
+	for i := range 3 {
+		_, err = e.sim.PushCommit(e.repo, "feature/x", "alice", map[string]string{"f.txt": fmt.Sprint(i)}, "F")
+		require.NoError(t, err)
+	}
+	head, err := e.sim.PushCommit(e.repo, "feature/x", "alice", map[string]string{"g.txt": "g\n"}, "G")
+	require.NoError(t, err)
+	newMain, err := e.sim.PushCommit(e.repo, "main", "alice", map[string]string{"b.txt": "b\n"}, "B")
+	require.NoError(t, err)
+	tree := func(sha string) string {
+		tree, _, err := e.sim.Tree(e.repo, sha)
+		require.NoError(t, err)
+		return tree
+	}
+	tests := []struct {
+		name, base, head string
+		want             Comparison
+	}{
+		{name: "behind its base", base: "main", head: "feature/x",
+			want: Comparison{Status: "diverged", AheadBy: 4, BehindBy: 1, BaseSHA: newMain, BaseTree: tree(newMain), MergeBaseSHA: oldMain}},
+		{name: "up to date with the old tip", base: oldMain, head: head,
+			want: Comparison{Status: "ahead", AheadBy: 4, BaseSHA: oldMain, BaseTree: tree(oldMain), MergeBaseSHA: oldMain}},
+		{name: "the other way: the head's tree, and the base commits it lacks", base: head, head: "main",
+			want: Comparison{Status: "diverged", AheadBy: 1, BehindBy: 4, BaseSHA: head, BaseTree: tree(head), MergeBaseSHA: oldMain}},
+		{name: "identical", base: "main", head: newMain,
+			want: Comparison{Status: "identical", BaseSHA: newMain, BaseTree: tree(newMain), MergeBaseSHA: newMain}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := e.client.Compare(t.Context(), e.repo, tt.base, tt.head)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+	t.Run("unknown ref", func(t *testing.T) {
+		t.Parallel()
+		_, err := e.client.Compare(t.Context(), e.repo, "main", "nope")
+		require.ErrorIs(t, err, ErrNotFound)
+		assert.Contains(t, err.Error(), "compare nope with main in acme/widgets")
+	})
+}
+
 func TestRequiredChecks_UndecodableRuleIsAnError(t *testing.T) {
 	t.Parallel()
 	_, err := RequiredChecks([]BranchRule{{Type: RuleRequiredStatusChecks, Parameters: json.RawMessage(`{"required_status_checks":"ci"}`), RulesetID: 7}})

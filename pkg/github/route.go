@@ -49,6 +49,10 @@ func routeOf(method, basePath, path string) string {
 			// branch's slashes.
 			out = append(out, s, "{branch}")
 			i = len(segs)
+		case s == "compare" && i+1 < len(segs):
+			// /compare/{base}...{head}: branch names may hold slashes.
+			out = append(out, s, "{basehead}")
+			i = len(segs)
 		case s == "merge" || s == "update-branch" || s == "permission" || s == "status":
 			out = append(out, s)
 		default:

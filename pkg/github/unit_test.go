@@ -33,6 +33,7 @@ func TestRouteOf(t *testing.T) {
 		{name: "status", method: "GET", base: "/", path: "/repos/o/r/commits/abc/status", want: "GET /repos/{owner}/{repo}/commits/{ref}/status"},
 		{name: "check runs", method: "GET", base: "/", path: "/repos/o/r/commits/abc/check-runs", want: "GET /repos/{owner}/{repo}/commits/{ref}/check-runs"},
 		{name: "branch rules", method: "GET", base: "/", path: "/repos/o/r/rules/branches/release/1.x", want: "GET /repos/{owner}/{repo}/rules/branches/{branch}"},
+		{name: "compare", method: "GET", base: "/", path: "/repos/o/r/compare/main...feature/x", want: "GET /repos/{owner}/{repo}/compare/{basehead}"},
 		{name: "permission", method: "GET", base: "/", path: "/repos/o/r/collaborators/bob/permission", want: "GET /repos/{owner}/{repo}/collaborators/{username}/permission"},
 		{name: "ref", method: "DELETE", base: "/", path: "/repos/o/r/git/refs/heads/feature/x", want: "DELETE /repos/{owner}/{repo}/git/refs/{ref}"},
 		{name: "enterprise prefix", method: "GET", base: "/api/v3/", path: "/api/v3/repos/o/r/pulls", want: "GET /repos/{owner}/{repo}/pulls"},

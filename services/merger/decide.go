@@ -173,7 +173,11 @@ type PRView struct {
 	HeadSHA string
 	BaseRef string
 	// MergeableState is GitHub's mergeable_state: clean, unstable, behind,
-	// blocked, dirty, draft, has_hooks or unknown ("" when absent).
+	// blocked, dirty, draft, has_hooks or unknown ("" when absent). It is a
+	// hint only: dirty starts the conflict path and unknown waits, but
+	// whether the head is up to date is computed (Input.Behind), because
+	// GitHub says "behind" only when the base requires branches to be up to
+	// date, and "blocked" or "unstable" hide it even then.
 	MergeableState string
 }
 
@@ -251,6 +255,10 @@ type Input struct {
 	// Approval is the verdict recomputed from the review signals on
 	// GitHub (CheckApproval); read only for an open PR still on Head.
 	Approval ApprovalCheck
+	// Behind says the base tip is not an ancestor of the head (GitHub's
+	// comparison of the two, behind_by > 0): merging it would land a tree
+	// no check ran on, so the head is brought up to date first.
+	Behind bool
 	// RequireChecks is PRLOOP_REQUIRE_CHECKS; Checks is read only when set.
 	RequireChecks bool
 	Checks        Checks
@@ -260,7 +268,9 @@ type Input struct {
 }
 
 // Decide says what to do with a queued PR, from a fresh read of GitHub. It
-// is pure: every input comes from the caller.
+// is pure: every input comes from the caller. A merge is decided only for a
+// head that contains the base tip (not Behind), so that the tree main gets
+// is the head's own, the one its checks ran on.
 func Decide(in Input) Decision {
 	pr := in.PR
 	switch {
@@ -281,8 +291,10 @@ func Decide(in Input) Decision {
 		return Decision{Action: ActFail, Reason: events.ReasonMergeConflict, Why: "the PR conflicts with its base branch " + pr.BaseRef}
 	case in.RequireChecks && in.Checks.State == ChecksFailed:
 		return Decision{Action: ActFail, Reason: events.ReasonChecksFailed, Why: "required checks " + in.Checks.Summary()}
-	case pr.MergeableState == "behind":
-		return Decision{Action: ActUpdate, Why: "the head is behind its base branch " + pr.BaseRef}
+	case in.Behind && !unknown(pr.MergeableState):
+		// While GitHub computes mergeability, a conflict may be coming:
+		// wait for it (below) rather than ask for an update.
+		return Decision{Action: ActUpdate, Why: "the head lacks the tip of its base branch " + pr.BaseRef}
 	}
 	timedOut := in.Waited >= in.ChecksTimeout
 	switch {
@@ -291,11 +303,14 @@ func Decide(in Input) Decision {
 			Why: fmt.Sprintf("required checks still pending after %s: %s", in.ChecksTimeout, strings.Join(in.Checks.Pending, ", "))}
 	case in.RequireChecks && in.Checks.State == ChecksPending:
 		return Decision{Action: ActWait, Why: "checks " + in.Checks.Summary()}
-	case pr.MergeableState == "" || pr.MergeableState == "unknown":
+	case unknown(pr.MergeableState):
 		if timedOut {
 			return Decision{Action: ActFail, Reason: events.ReasonNotMergeable, Why: fmt.Sprintf("GitHub did not compute mergeability within %s", in.ChecksTimeout)}
 		}
 		return Decision{Action: ActWait, Why: "GitHub is computing mergeability"}
 	}
-	return Decision{Action: ActMerge, Why: "mergeable (" + pr.MergeableState + ")"}
+	return Decision{Action: ActMerge, Why: "up to date with " + pr.BaseRef + " (mergeable_state " + pr.MergeableState + ")"}
 }
+
+// unknown reports a mergeable_state GitHub has not computed yet.
+func unknown(state string) bool { return state == "" || state == "unknown" }

@@ -107,8 +107,10 @@ func TestDecide(t *testing.T) {
 		waited  time.Duration
 		// withdrawn says GitHub no longer shows the approval.
 		withdrawn bool
-		want      Action
-		reason    events.Reason
+		// behind says the head lacks the base tip (GitHub's comparison).
+		behind bool
+		want   Action
+		reason events.Reason
 	}{
 		{name: "clean and green merges", pr: open("clean"), checks: green, require: true, want: ActMerge},
 		{name: "has_hooks merges", pr: open("has_hooks"), checks: green, require: true, want: ActMerge},
@@ -120,7 +122,7 @@ func TestDecide(t *testing.T) {
 		{name: "withdrawn approval drops though green", pr: open("clean"), checks: green, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
 		{name: "withdrawn approval drops rather than waiting", pr: open("clean"), checks: pending, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
 		{name: "withdrawn approval drops rather than escalating", pr: open("dirty"), checks: failed, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
-		{name: "withdrawn approval drops rather than updating", pr: open("behind"), checks: green, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
+		{name: "withdrawn approval drops rather than updating", pr: open("behind"), checks: green, require: true, withdrawn: true, behind: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
 		{name: "merged needs no approval", pr: PRView{Merged: true, HeadSHA: head}, withdrawn: true, want: ActMerged},
 		{name: "draft fails", pr: PRView{Open: true, Draft: true, HeadSHA: head, BaseRef: "main", MergeableState: "draft"}, require: true, want: ActFail, reason: events.ReasonNotMergeable},
 		{name: "conflict fails", pr: open("dirty"), checks: green, require: true, want: ActFail, reason: events.ReasonMergeConflict},
@@ -129,9 +131,19 @@ func TestDecide(t *testing.T) {
 		{name: "pending checks wait", pr: open("clean"), checks: pending, require: true, waited: time.Minute, want: ActWait},
 		{name: "pending checks time out", pr: open("clean"), checks: pending, require: true, waited: 30 * time.Minute, want: ActFail, reason: events.ReasonChecksFailed},
 		{name: "pending checks ignored when not required", pr: open("clean"), checks: pending, want: ActMerge},
-		{name: "behind updates before waiting for checks", pr: open("behind"), checks: pending, require: true, want: ActUpdate},
-		{name: "behind with failed checks fails without updating", pr: open("behind"), checks: failed, require: true, want: ActFail, reason: events.ReasonChecksFailed},
-		{name: "conflict wins over behind", pr: open("dirty"), checks: pending, require: true, want: ActFail, reason: events.ReasonMergeConflict},
+		{name: "behind updates before waiting for checks", pr: open("behind"), checks: pending, require: true, behind: true, want: ActUpdate},
+		{name: "behind with failed checks fails without updating", pr: open("behind"), checks: failed, require: true, behind: true, want: ActFail, reason: events.ReasonChecksFailed},
+		{name: "conflict wins over behind", pr: open("dirty"), checks: pending, require: true, behind: true, want: ActFail, reason: events.ReasonMergeConflict},
+		// Up-to-dateness is computed; mergeable_state only hints. Without a
+		// strict rule GitHub calls a behind head clean, and blocked or
+		// unstable hide behind even with one.
+		{name: "behind on a loose base (clean) updates, never merges", pr: open("clean"), checks: green, require: true, behind: true, want: ActUpdate},
+		{name: "behind while blocked updates", pr: open("blocked"), checks: green, require: true, behind: true, want: ActUpdate},
+		{name: "behind while unstable updates", pr: open("unstable"), checks: green, behind: true, want: ActUpdate},
+		{name: "behind with checks not required updates", pr: open("clean"), checks: pending, behind: true, want: ActUpdate},
+		{name: "a stale behind hint on an up-to-date head merges", pr: open("behind"), checks: green, require: true, want: ActMerge},
+		{name: "unknown mergeability of a behind head waits", pr: open("unknown"), checks: green, require: true, behind: true, want: ActWait},
+		{name: "null mergeability of a behind head waits", pr: open(""), checks: pending, require: true, behind: true, want: ActWait},
 		{name: "unknown mergeability waits", pr: open("unknown"), checks: green, require: true, want: ActWait},
 		{name: "missing mergeability waits", pr: open(""), checks: green, require: true, want: ActWait},
 		{name: "mergeability never computed fails", pr: open("unknown"), checks: green, require: true, waited: time.Hour, want: ActFail, reason: events.ReasonNotMergeable},
@@ -140,7 +152,7 @@ func TestDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			d := Decide(Input{
-				PR: tt.pr, Head: head, Base: "main", RequireChecks: tt.require, Checks: tt.checks,
+				PR: tt.pr, Head: head, Base: "main", RequireChecks: tt.require, Checks: tt.checks, Behind: tt.behind,
 				Approval: ApprovalCheck{Approved: !tt.withdrawn, Why: "no 👍"},
 				Waited:   tt.waited, ChecksTimeout: 30 * time.Minute,
 			})

@@ -78,15 +78,19 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			}
 		}
 		var approval ApprovalCheck
+		var head headVsBase
 		if live && v.HeadSHA == st.Head {
-			// Last before deciding, so that a merge follows it closely.
 			approval, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, log)
 			if err != nil {
 				return s.retryLater(ctx, &st, err, log)
 			}
+			// Last before deciding, so that a merge follows it closely.
+			if head, err = s.compareWithBase(ctx, st, v.HeadSHA); err != nil {
+				return s.retryLater(ctx, &st, err, log)
+			}
 		}
 		d := Decide(Input{
-			PR: v, Head: st.Head, Base: st.Base, Approval: approval, RequireChecks: s.cfg.RequireChecks, Checks: checks,
+			PR: v, Head: st.Head, Base: st.Base, Approval: approval, Behind: head.behind, RequireChecks: s.cfg.RequireChecks, Checks: checks,
 			Waited: s.d.Now().Sub(st.WaitingSince), ChecksTimeout: s.cfg.ChecksTimeout,
 		})
 		log.Debug("merge decision", "action", d.Action, "why", d.Why, "head", ghref.ShortSHA(v.HeadSHA))
@@ -101,7 +105,7 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			}
 		case ActMerged:
 			if st.MergingHead != "" && st.MergingHead == v.HeadSHA {
-				return s.merged(ctx, st, p, p.GetMergeCommitSHA(), log)
+				return s.landed(ctx, st, p, p.GetMergeCommitSHA(), "", log)
 			}
 			log.Info("merged outside prloop; leaving the merge queue")
 			return s.left(ctx, st, metrics.MergeMergedElsewhere)
@@ -128,7 +132,7 @@ func (s *Service) process(ctx context.Context, st stored) error {
 				log.Info("dry run: would merge", "method", s.cfg.MergeMethod, "sha", v.HeadSHA, "title", commitTitle(p))
 				return s.dryRunMerged(ctx, st, log)
 			}
-			done, err := s.merge(ctx, &st, p, log)
+			done, err := s.merge(ctx, &st, p, head.tree, log)
 			if done || err != nil {
 				return err
 			}
@@ -371,9 +375,9 @@ func (s *Service) updateBranch(ctx context.Context, st *stored, p *gh.PullReques
 	return false, nil
 }
 
-// merge merges the head Decide found ready. It reports done when the entry
-// left the queue.
-func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, log *slog.Logger) (bool, error) {
+// merge merges the head Decide found ready, whose tree is tree. It reports
+// done when the entry left the queue.
+func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, tree string, log *slog.Logger) (bool, error) {
 	head := p.GetHead().GetSHA()
 	st.MergingHead = head
 	if err := s.q.save(ctx, st); err != nil {
@@ -383,7 +387,7 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, log 
 		Method: s.cfg.MergeMethod, SHA: head, Title: commitTitle(p), Message: p.GetBody(),
 	})
 	if err == nil {
-		return true, s.merged(ctx, *st, p, res.GetSHA(), log)
+		return true, s.landed(ctx, *st, p, res.GetSHA(), tree, log)
 	}
 	if ctx.Err() != nil {
 		return true, ctx.Err()
@@ -391,13 +395,85 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, log 
 	// Before anything else: did it merge after all (a lost answer)?
 	if after, gerr := s.d.GitHub.GetPull(ctx, st.PR); gerr == nil && after.GetMerged() {
 		log.Info("the merge call failed, but the PR is merged", "err", err)
-		return true, s.merged(ctx, *st, after, after.GetMergeCommitSHA(), log)
+		return true, s.landed(ctx, *st, after, after.GetMergeCommitSHA(), tree, log)
 	}
 	if isRefusal(err) {
 		st.MergingHead = "" // refused and not merged: nothing of ours to recognise later
 		return s.refused(ctx, st, "merge", err, log)
 	}
 	return true, s.retryLater(ctx, st, err, log)
+}
+
+// headVsBase is how a head stands to the tip of its base branch.
+type headVsBase struct {
+	// behind says the tip is not an ancestor of the head.
+	behind bool
+	// tree is the head's tree: what a merge of it must leave on the base.
+	tree string
+}
+
+// compareWithBase compares head with the tip of the entry's base on
+// GitHub, in one request: compared as the base of the comparison, the
+// head's commit comes with its tree, and ahead_by counts the base's
+// commits it lacks. Up-to-dateness is computed here, never read from
+// mergeable_state, which says "behind" only under a strict rule.
+func (s *Service) compareWithBase(ctx context.Context, st stored, head string) (headVsBase, error) {
+	c, err := s.d.GitHub.Compare(ctx, st.PR.RepoRef(), head, st.Base)
+	if err != nil {
+		return headVsBase{}, err
+	}
+	if c.BaseSHA != head || c.BaseTree == "" {
+		return headVsBase{}, fmt.Errorf("compare %s with %s of %s: GitHub answered for %s", ghref.ShortSHA(head), st.Base, st.PR, ghref.ShortSHA(c.BaseSHA))
+	}
+	return headVsBase{behind: c.AheadBy > 0, tree: c.BaseTree}, nil
+}
+
+// landed finishes a merge prloop made of the entry's MergingHead: main's
+// tree after it must be that head's (tested; "" reads it), the tree its
+// checks ran on (the head held the base tip when the merge was decided).
+// When it is not, the base moved between the decision and the merge: the
+// change landed, but not as tested, and a human is called
+// (untested_merge). Either way the PR merged (PRMerged) and leaves the
+// queue.
+func (s *Service) landed(ctx context.Context, st stored, p *gh.PullRequest, mergeSHA, tested string, log *slog.Logger) error {
+	head := st.MergingHead
+	merged, err := s.treeOf(ctx, st, mergeSHA)
+	if err != nil {
+		return s.retryLater(ctx, &st, err, log)
+	}
+	if tested == "" {
+		if tested, err = s.treeOf(ctx, st, head); err != nil {
+			return s.retryLater(ctx, &st, err, log)
+		}
+	}
+	if merged != tested {
+		why := fmt.Sprintf("merged %s as %s, whose tree %s is not the tree %s its checks ran on: the base branch %s moved before the merge, and main may hold an untested combination",
+			ghref.ShortSHA(head), ghref.ShortSHA(mergeSHA), ghref.ShortSHA(merged), ghref.ShortSHA(tested), st.Base)
+		log.Error("merged tree differs from the tested head's", "merge_sha", mergeSHA, "tree", merged, "want_tree", tested)
+		if _, _, err := s.emit.Emit(ctx, &events.EscalationRequested{
+			Base: events.Base{PR: st.PR, HeadSHA: head}, Reason: events.ReasonUntestedMerge, Severity: events.SeverityBlocking,
+			Detail: why, Actor: Name, Epoch: st.Epoch,
+		}, string(events.ReasonUntestedMerge), mergeSHA); err != nil {
+			return err
+		}
+	}
+	return s.merged(ctx, st, p, mergeSHA, log)
+}
+
+// treeOf returns the tree of commit sha in the entry's repository.
+func (s *Service) treeOf(ctx context.Context, st stored, sha string) (string, error) {
+	if sha == "" {
+		return "", fmt.Errorf("tree of a merge of %s: GitHub did not say which commit", st.PR)
+	}
+	c, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), sha)
+	if err != nil {
+		return "", fmt.Errorf("tree of %s of %s: %w", ghref.ShortSHA(sha), st.PR, err)
+	}
+	tree := c.GetCommit().GetTree().GetSHA()
+	if tree == "" {
+		return "", fmt.Errorf("tree of %s of %s: GitHub did not say", ghref.ShortSHA(sha), st.PR)
+	}
+	return tree, nil
 }
 
 // refused counts a merge or update GitHub refused; the caller looks again

@@ -93,6 +93,7 @@ type GitHub interface {
 	GetCombinedStatus(ctx context.Context, repo ghref.Repo, ref string) (*gh.CombinedStatus, error)
 	ListCheckRuns(ctx context.Context, repo ghref.Repo, ref string) ([]*gh.CheckRun, error)
 	ListBranchRules(ctx context.Context, repo ghref.Repo, branch string) ([]github.BranchRule, error)
+	Compare(ctx context.Context, repo ghref.Repo, base, head string) (github.Comparison, error)
 	UpdateBranch(ctx context.Context, pr ghref.PR, expectedHeadSHA string) error
 	Merge(ctx context.Context, pr ghref.PR, opts github.MergeOptions) (*gh.PullRequestMergeResult, error)
 	DeleteBranch(ctx context.Context, repo ghref.Repo, branch string) error

@@ -291,7 +291,22 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	}); err != nil {
 		return retry(err)
 	}
-	judged, seen := judgeCandidates(inputs, required, batch.SeenChecks)
+	judged, seen := judgeCandidates(inputs, required, batch.SeenChecks, headChecks(riders[:kept]))
+	if n := greenPrefix(judged); n > 0 {
+		// About to trust a green candidate: what reported on the heads it
+		// carries is expected of it too, read now, when CI on those heads
+		// has had the longest time to register.
+		grew, err := sp.readHeadChecks(ctx, riders[:n])
+		if errors.Is(err, errReplaced) {
+			return true, nil
+		}
+		if err != nil {
+			return retry(err)
+		}
+		if grew {
+			judged, seen = judgeCandidates(inputs, required, batch.SeenChecks, headChecks(riders[:kept]))
+		}
+	}
 	copy(checks, judged)
 	for i := range kept {
 		states[i] = checks[i].State
@@ -831,18 +846,73 @@ func (sp *speculation) emit(ctx context.Context, c Candidate, state, base, baseS
 
 // judgeCandidates evaluates the checks of a chain's candidates, in chain
 // order. Each must report what the base requires and every check seen
-// before it: on the queue's earlier candidates (seen) and on the ones
-// ahead of it in this chain, read at the same moment, because CI may have
-// registered a check on candidate 1 and not yet on candidate 2. It returns
-// the verdicts and every check seen so far.
-func judgeCandidates(inputs []ChecksInput, required, seen []string) ([]Checks, []string) {
+// before it: on the queue's earlier candidates (seen), on the ones ahead
+// of it in this chain, read at the same moment, because CI may have
+// registered a check on candidate 1 and not yet on candidate 2, and on the
+// heads of the PRs it carries (heads[i] for the PR of candidate i): with
+// no rule naming them, a check that ran on a PR's own head is how prloop
+// knows CI has it. It returns the verdicts and every check seen on a
+// candidate so far.
+func judgeCandidates(inputs []ChecksInput, required, seen []string, heads [][]string) ([]Checks, []string) {
 	out := make([]Checks, len(inputs))
+	var carried []string
 	for i, in := range inputs {
-		in.Required, in.Seen = required, seen
+		if i < len(heads) {
+			carried = union(carried, heads[i])
+		}
+		in.Required, in.Seen = required, union(seen, carried)
 		out[i] = candidateChecks(in)
 		seen = union(seen, out[i].Reported)
 	}
 	return out, seen
+}
+
+// greenPrefix returns how many candidates, from the first, chooseMerge
+// would merge on these verdicts: those whose checks are about to be
+// trusted.
+func greenPrefix(judged []Checks) int {
+	states := make([]ChecksState, len(judged))
+	for i, c := range judged {
+		states[i] = c.State
+	}
+	return chooseMerge(states).Merge
+}
+
+// headChecks returns, per rider, the checks that reported on its PR's
+// heads (the entry's SeenChecks).
+func headChecks(riders []rider) [][]string {
+	out := make([][]string, len(riders))
+	for i, r := range riders {
+		out[i] = r.st.SeenChecks
+	}
+	return out
+}
+
+// readHeadChecks reads what reported on the riders' own heads and adds it
+// to their entries' SeenChecks; it reports whether any grew.
+func (sp *speculation) readHeadChecks(ctx context.Context, riders []rider) (bool, error) {
+	s := sp.s
+	inputs := make([]ChecksInput, len(riders))
+	if err := parallel(len(riders), func(i int) error {
+		var err error
+		inputs[i], err = s.readChecks(ctx, riders[i].st.PR.RepoRef(), riders[i].st.Head)
+		return err
+	}); err != nil {
+		return false, err
+	}
+	grew := false
+	for i := range riders {
+		st := &riders[i].st
+		seen := union(st.SeenChecks, EvaluateChecks(inputs[i]).Reported)
+		if len(seen) == len(st.SeenChecks) {
+			continue
+		}
+		st.SeenChecks, grew = seen, true
+		if err := s.q.save(ctx, st); err != nil {
+			return false, err
+		}
+	}
+	return grew, nil
 }
 
 // candidateChecks evaluates a candidate's checks: those the base requires
@@ -1009,13 +1079,21 @@ func (sp *speculation) deleteBranch(ctx context.Context, c Candidate) {
 }
 
 // clear forgets an empty queue's candidates and deletes their branches.
+// The checks seen on them stay expected of the next candidates: with no
+// rule naming them, they are all prloop knows of what CI runs, and a
+// candidate built after an empty queue must not be green as soon as one
+// check passed while the others have not registered yet.
 func (sp *speculation) clear(ctx context.Context) error {
-	b, _, err := sp.load(ctx)
+	b, rev, err := sp.load(ctx)
 	if err != nil || (len(b.Candidates) == 0 && b.BaseSHA == "") {
 		return err
 	}
 	for _, c := range b.Candidates {
 		sp.deleteBranch(ctx, c)
+	}
+	if len(b.SeenChecks) > 0 {
+		_, err := sp.save(ctx, Batch{SeenChecks: b.SeenChecks}, rev)
+		return err
 	}
 	if err := sp.s.d.Queue.Delete(ctx, batchKey(sp.qid)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("forget the candidates of %s: %w", sp.qid, err)

@@ -97,6 +97,8 @@ func TestJudgeCandidates_ACheckOnOneCandidateIsExpectedOfTheOnesBehindIt(t *test
 		inputs   []ChecksInput
 		required []string
 		seen     []string
+		// heads are the checks that reported on each candidate's PR's head.
+		heads    [][]string
 		want     []ChecksState
 		wantSeen []string
 	}{
@@ -114,10 +116,18 @@ func TestJudgeCandidates_ACheckOnOneCandidateIsExpectedOfTheOnesBehindIt(t *test
 			want: []ChecksState{P}},
 		{name: "prloop's own status is not a check", inputs: []ChecksInput{statuses("prloop", "ci"), statuses("ci")},
 			want: []ChecksState{G, G}, wantSeen: []string{"ci"}},
+		{name: "a check of the PR's own head not yet on its candidate", inputs: []ChecksInput{statuses("build")},
+			heads: [][]string{{"build", "test"}}, want: []ChecksState{P}, wantSeen: []string{"build"}},
+		{name: "the own head's checks on its candidate", inputs: []ChecksInput{statuses("build", "test")},
+			heads: [][]string{{"build", "test"}}, want: []ChecksState{G}, wantSeen: []string{"build", "test"}},
+		{name: "a head's checks are expected of every candidate carrying it", inputs: []ChecksInput{statuses("build", "test"), statuses("build")},
+			heads: [][]string{{"test"}, nil}, want: []ChecksState{G, P}, wantSeen: []string{"build", "test"}},
+		{name: "not of the candidates ahead of it", inputs: []ChecksInput{statuses("build"), statuses("build", "e2e")},
+			heads: [][]string{nil, {"e2e"}}, want: []ChecksState{G, G}, wantSeen: []string{"build", "e2e"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, seen := judgeCandidates(tc.inputs, tc.required, tc.seen)
+			got, seen := judgeCandidates(tc.inputs, tc.required, tc.seen, tc.heads)
 			var states []ChecksState
 			for _, c := range got {
 				states = append(states, c.State)

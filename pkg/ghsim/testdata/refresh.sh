@@ -39,7 +39,10 @@ include "strip";
   "/repos/{owner}/{repo}/check-runs": ["post"],
   "/repos/{owner}/{repo}/check-runs/{check_run_id}": ["patch"],
   "/repos/{owner}/{repo}/collaborators/{username}/permission": ["get"],
-  "/repos/{owner}/{repo}/git/refs/{ref}": ["delete"]
+  "/repos/{owner}/{repo}/git/refs/{ref}": ["delete"],
+  "/repos/{owner}/{repo}/rules/branches/{branch}": ["get"],
+  "/repos/{owner}/{repo}/branches/{branch}/protection": ["get"],
+  "/repos/{owner}/{repo}/compare/{basehead}": ["get"]
 } as $keep
 | .paths as $all
 | def op($p; $m):
