@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/sandbox"
 	"github.com/prloop/prloop/services/feedback"
 )
 
@@ -65,43 +66,56 @@ func TestFeedback_ForeignPushIsNotTheAgentsWork(t *testing.T) {
 		{name: "a resolution of a conflict, the agent fails", conflict: true, exit: "3"},
 		{name: "a resolution of a conflict, the agent changes nothing", conflict: true, exit: "0"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			e := newEnv(t)
-			var base string
-			if tt.conflict {
-				e, base = newConflictEnv(t)
-			}
-			e.start("a", e.config("wait_exit.sh", func(c *feedback.Config) { c.AgentCmd = "EXIT=" + tt.exit + " " + c.AgentCmd }))
-			if tt.conflict {
-				e.resolveRequest(base, 1)
-			} else {
-				e.comment(e.pr, "please fix")
-				e.request(e.pr, e.head, 0)
-			}
-			e.waitRuns(1)
-			var foreign string
-			if tt.conflict {
-				foreign = authorMerge(t, e)
-			} else {
-				var err error
-				foreign, err = e.sim.PushCommit(e.repo, "feature/x", "agent", map[string]string{"other.go": "package main\n"}, "The author's own push")
-				require.NoError(t, err)
-			}
-			require.NoError(t, os.WriteFile(filepath.Join(e.records, "release-a"), nil, 0o644))
-
-			require.Eventually(t, func() bool {
-				return e.rec.Count(e.pr, events.TypeFeedbackSkipped)+e.rec.Count(e.pr, events.TypeFeedbackAddressed) > 0
-			}, waitFor, 10*time.Millisecond, "the attempt never ended")
-			e.consumerSettled()
-			require.Zero(t, e.rec.Count(e.pr, events.TypeFeedbackAddressed), "someone else's push announced as the agent's")
-			skipped := e.rec.Wait(t, e.pr, events.TypeFeedbackSkipped, waitFor).Data.(*events.FeedbackSkipped)
-			assert.Contains(t, skipped.Detail, "prloop did not push")
-			assert.Zero(t, e.rec.Count(e.pr, events.TypeEscalationRequested))
-			info, err := e.sim.PRInfo(e.pr)
-			require.NoError(t, err)
-			assert.Equal(t, foreign, info.HeadSHA, "nothing pushed over the foreign head")
-		})
+	for _, mode := range []sandbox.Mode{sandbox.Bwrap, sandbox.Namespaces} {
+		for _, tt := range tests {
+			t.Run(string(mode)+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				requireSandbox(t, mode)
+				foreignPush(t, mode, tt.conflict, tt.exit)
+			})
+		}
 	}
+}
+
+// foreignPush plays one row of TestFeedback_ForeignPushIsNotTheAgentsWork:
+// a conflict resolution or a change request, and the agent's exit status.
+func foreignPush(t *testing.T, mode sandbox.Mode, conflict bool, exit string) {
+	t.Helper()
+	e := newEnv(t)
+	var base string
+	if conflict {
+		e, base = newConflictEnv(t)
+	}
+	e.start("a", e.config("wait_exit.sh", func(c *feedback.Config) {
+		c.AgentSandbox = string(mode)
+		c.AgentCmd = "EXIT=" + exit + " " + c.AgentCmd
+	}))
+	if conflict {
+		e.resolveRequest(base, 1)
+	} else {
+		e.comment(e.pr, "please fix")
+		e.request(e.pr, e.head, 0)
+	}
+	e.waitRuns(1)
+	var foreign string
+	if conflict {
+		foreign = authorMerge(t, e)
+	} else {
+		var err error
+		foreign, err = e.sim.PushCommit(e.repo, "feature/x", "agent", map[string]string{"other.go": "package main\n"}, "The author's own push")
+		require.NoError(t, err)
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(e.records, "release-a"), nil, 0o644))
+
+	require.Eventually(t, func() bool {
+		return e.rec.Count(e.pr, events.TypeFeedbackSkipped)+e.rec.Count(e.pr, events.TypeFeedbackAddressed) > 0
+	}, waitFor, 10*time.Millisecond, "the attempt never ended")
+	e.consumerSettled()
+	require.Zero(t, e.rec.Count(e.pr, events.TypeFeedbackAddressed), "someone else's push announced as the agent's")
+	skipped := e.rec.Wait(t, e.pr, events.TypeFeedbackSkipped, waitFor).Data.(*events.FeedbackSkipped)
+	assert.Contains(t, skipped.Detail, "prloop did not push")
+	assert.Zero(t, e.rec.Count(e.pr, events.TypeEscalationRequested))
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	assert.Equal(t, foreign, info.HeadSHA, "nothing pushed over the foreign head")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/sandbox"
 	"github.com/prloop/prloop/services/feedback"
 )
 
@@ -162,8 +163,20 @@ func TestOpen_PushesFromTheMirrorOnly(t *testing.T) {
 // itself takes more commits from its own worktree, and from no other.
 func TestOpen_OnlyToABranchPrloopMayOwn(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []sandbox.Mode{sandbox.Bwrap, sandbox.Namespaces} {
+		t.Run(string(mode), func(t *testing.T) {
+			t.Parallel()
+			requireSandbox(t, mode)
+			openOnlyOwned(t, mode)
+		})
+	}
+}
+
+// openOnlyOwned plays TestOpen_OnlyToABranchPrloopMayOwn with the
+// worktree's git in the sandbox mode.
+func openOnlyOwned(t *testing.T, mode sandbox.Mode) {
 	e := newEnv(t)
-	e.start("a", e.config("noop.sh"))
+	e.start("a", e.config("noop.sh", func(c *feedback.Config) { c.AgentSandbox = string(mode) }))
 	repo0 := e.repo.PR(events.CreateRequestedNumber)
 	_, err := e.sim.PushCommit(e.repo, "release/2.4", "octo", map[string]string{"REL": "2.4\n"}, "Release 2.4")
 	require.NoError(t, err)
