@@ -153,7 +153,8 @@
 // PR is not queued), approval_withdrawn (the approval of a queued PR no
 // longer stands; a fresh PRReviewApproved queues it again),
 // stale_approval (the head moved to a commit nobody approved and prloop did
-// not make) and closed (closed while queued). Severities are info, warning
+// not make, or the PR was retargeted to another base: an approval is for a
+// head on a base) and closed (closed while queued). Severities are info, warning
 // and blocking.
 //
 // Every exit from a merge queue other than a merge publishes PRMergeFailed.

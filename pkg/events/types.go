@@ -101,8 +101,9 @@ const (
 	// PR left the queue; a fresh approval queues it again.
 	ReasonApprovalWithdrawn Reason = "approval_withdrawn"
 	// ReasonStaleApproval says a queued PR's head moved to a commit nobody
-	// approved and prloop did not make; the poller reports the new head's
-	// status, and its approval queues it again.
+	// approved and prloop did not make, or the PR was retargeted to another
+	// base; the poller reports the new status, and a new approval queues
+	// it again.
 	ReasonStaleApproval Reason = "stale_approval"
 	// ReasonClosed says a queued PR was closed without being merged.
 	ReasonClosed Reason = "closed"
@@ -367,6 +368,14 @@ type ReviewApproved struct {
 	// not count when the merger verifies it on GitHub. Zero means unknown,
 	// and then no comment counts.
 	Anchor time.Time `json:"anchor,omitempty"`
+	// BaseBranch is the base the approval is for: an approval is for a
+	// head on a base, and the merger refuses to merge the PR into any
+	// other. Empty when unknown (a poller from before it was sent).
+	BaseBranch string `json:"base,omitempty"`
+	// BaseSince is when the poller saw the PR retargeted to BaseBranch
+	// (zero: not retargeted while watched): approvals older than it did
+	// not count, and do not count when the merger verifies the approval.
+	BaseSince time.Time `json:"base_since,omitzero"`
 	// Epoch is the PR's escalation epoch; a merge failure that needs a
 	// human carries it on to the escalator.
 	Epoch int `json:"epoch,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-github/v66/github"
 	"github.com/stretchr/testify/assert"
@@ -479,4 +480,37 @@ func TestContract_DeletedHeadRepo(t *testing.T) {
 	call(t, e.srv, "GET", "/repos/octo/socket.io/pulls", tokBot, nil).json(t, &list)
 	require.Len(t, list, 1)
 	assert.Nil(t, list[0].GetHead().GetRepo())
+}
+
+// TestContract_RetargetPull changes a PR's base as GitHub's "Update a pull
+// request" documents (https://docs.github.com/rest/pulls/pulls#update-a-pull-request:
+// `base` is "the name of the branch you want your changes pulled into. This
+// should be an existing branch on the current repository"): the PR's
+// base.ref and base.sha follow the new branch, updated_at moves (an edit,
+// which pollers see), and a branch that does not exist is refused with
+// 422. prloop relies on it: an approval is for a head on a base, and a
+// retarget withdraws it.
+func TestContract_RetargetPull(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	release, err := e.sim.PushCommit(e.repo, "release", "octo", map[string]string{"RELEASE": "1\n"}, "Cut a release")
+	require.NoError(t, err)
+	const tmpl = "/repos/{owner}/{repo}/pulls/{pull_number}"
+	e.sim.Advance(time.Minute)
+
+	r := call(t, e.srv, "PATCH", "/repos/octo/socket.io/pulls/1", tokAlice, map[string]string{"base": "release"})
+	require.Equal(t, 200, r.StatusCode, "%s", r.body)
+	checkContract(t, "PATCH", tmpl, 200, r.body)
+	var pr github.PullRequest
+	r.json(t, &pr)
+	assert.Equal(t, "release", pr.GetBase().GetRef())
+	assert.Equal(t, release, pr.GetBase().GetSHA())
+	assert.Equal(t, ghsim.DefaultStart.Add(time.Minute), pr.GetUpdatedAt().Time, "a retarget is an edit: updated_at moves")
+
+	call(t, e.srv, "GET", "/repos/octo/socket.io/pulls/1", tokBot, nil).json(t, &pr)
+	assert.Equal(t, "release", pr.GetBase().GetRef(), "the PR stays retargeted")
+
+	r = call(t, e.srv, "PATCH", "/repos/octo/socket.io/pulls/1", tokAlice, map[string]string{"base": "no-such-branch"})
+	assert.Equal(t, 422, r.StatusCode, "%s", r.body)
+	checkContract(t, "PATCH", tmpl, 422, r.body)
 }

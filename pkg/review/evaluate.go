@@ -11,34 +11,73 @@ import (
 
 // Evaluate computes the PR's review status from its signals. It is pure and
 // cheap; authorized is called at most once per distinct human login.
+//
+// Each authorized human's verdict is their latest signal across the
+// enabled protocols (latestVerdicts): a 👍 or an APPROVED review approves, a
+// comment or a CHANGES_REQUESTED review on the head asks for changes, and
+// whichever GitHub recorded last is what the reviewer says now. The quorum
+// answers as one reviewer. Then any current change request blocks (the
+// status is changes requested, or in review while a 👀 or an incomplete
+// quorum holds the change requests back until the review is done); without
+// one, any approval approves; else a 👀 or a partial quorum means in review.
 func Evaluate(sig Signals, head Head, pol Policy, authorized Authorizer) Verdict {
 	e := evaluator{sig: sig, head: head, pol: pol, authorized: authorized, cache: map[string]bool{}}
-	best := Verdict{Status: events.StatusPending}
-	var feedback, ignored []Item
+	var signals []signal
+	var eyes string
+	var q Verdict
 	for _, p := range pol.Protocols {
-		var v Verdict
 		switch p {
 		case ProtocolEmoji:
-			v = e.emoji()
+			signals = append(signals, e.emoji()...)
+			eyes = e.eyes()
 		case ProtocolReviews:
-			v = e.reviews()
+			signals = append(signals, e.reviews()...)
 		case ProtocolQuorum:
-			v = e.quorum()
-			best.Quorum = v.Quorum
-		default:
-			continue
-		}
-		feedback = append(feedback, v.Feedback...)
-		ignored = append(ignored, v.Ignored...)
-		if v.Status.Rank() > best.Status.Rank() {
-			best.Status, best.Actor, best.Approvers = v.Status, v.Actor, v.Approvers
+			q = e.quorum()
 		}
 	}
-	best.Feedback = Dedupe(feedback)
-	if len(ignored) > 0 {
-		best.Ignored = Dedupe(ignored)
+	var approvers []string
+	var requests []Item
+	for _, v := range latestVerdicts(signals) {
+		switch v.stance {
+		case stanceApprove:
+			approvers = appendUnique(approvers, v.login)
+		case stanceRequest:
+			requests = append(requests, v.items...)
+		}
 	}
-	return best
+	quorumApproves := q.Status == events.StatusApproved
+	if q.Status == events.StatusChangesRequested {
+		requests = append(requests, q.Feedback...)
+	}
+	held := eyes != "" || q.Status == events.StatusInProgress
+	out := Verdict{Status: events.StatusPending, Quorum: q.Quorum, Feedback: Dedupe(requests)}
+	if len(q.Ignored) > 0 {
+		out.Ignored = Dedupe(q.Ignored)
+	}
+	if len(out.Feedback) == 0 {
+		out.Feedback = nil
+	}
+	holder := eyes
+	if holder == "" {
+		holder = q.Actor
+	}
+	switch {
+	case len(out.Feedback) > 0 && held:
+		out.Status, out.Actor = events.StatusInProgress, holder
+	case len(out.Feedback) > 0:
+		out.Status, out.Actor = events.StatusChangesRequested, out.Feedback[0].Author
+	case len(approvers) > 0:
+		out.Status, out.Actor, out.Approvers = events.StatusApproved, approvers[0], approvers
+		if quorumApproves {
+			out.Approvers = append(out.Approvers, q.Approvers...)
+		}
+	case quorumApproves:
+		out.Status, out.Actor, out.Approvers = events.StatusApproved, q.Actor, q.Approvers
+	case held:
+		out.Status, out.Actor = events.StatusInProgress, holder
+	}
+	return out
 }
 
 type evaluator struct {
@@ -75,87 +114,94 @@ func (e *evaluator) fresh(t time.Time) bool {
 	return !t.Before(e.head.Anchor.Truncate(time.Second))
 }
 
-func (e *evaluator) emoji() Verdict {
-	var approvers []string
-	eyes := ""
+// onBase reports whether an approval made at t was made for the PR's
+// current base: no earlier than the moment prloop saw the PR retargeted.
+func (e *evaluator) onBase(t time.Time) bool {
+	return !t.Before(e.head.BaseSince.Truncate(time.Second))
+}
+
+// approval is the signal an approving act at t gives: it approves when it
+// was made on the head (or survives the push) and for the current base;
+// otherwise it approves nothing now but still replaces what its reviewer
+// said before (they withdrew that, and must approve again).
+func (e *evaluator) approval(login string, at time.Time, onHead bool) signal {
+	st := stanceNone
+	if (onHead || e.pol.ApprovalSurvivesPush) && e.onBase(at) {
+		st = stanceApprove
+	}
+	return signal{login: login, at: at, stance: st}
+}
+
+// emoji returns the emoji protocol's signals: each 👍 approves, each fresh
+// comment or inline comment asks for changes (unless prloop posted it, a fix
+// addressed it, or it belongs to the same reviewer's APPROVED review, whose
+// notes are part of the approval).
+func (e *evaluator) emoji() []signal {
+	var out []signal
 	for _, r := range e.sig.Reactions {
-		if !e.human(r.User) {
-			continue
-		}
-		switch r.Content {
-		case "+1":
-			if e.fresh(r.CreatedAt) || e.pol.ApprovalSurvivesPush {
-				approvers = appendUnique(approvers, r.User.Login)
-			}
-		case "eyes":
-			if e.fresh(r.CreatedAt) && eyes == "" {
-				eyes = r.User.Login
-			}
+		if r.Content == "+1" && e.human(r.User) {
+			out = append(out, e.approval(r.User.Login, r.CreatedAt, e.fresh(r.CreatedAt)))
 		}
 	}
-	var items []Item
 	for _, c := range e.sig.Comments {
 		if e.human(c.User) && !IsOwn(c.Body) && e.fresh(c.CreatedAt) && !e.addressed(KindComment, c.ID) {
-			items = append(items, Item{Kind: KindComment, ID: c.ID, Author: c.User.Login, Body: c.Body, CreatedAt: c.CreatedAt, URL: c.URL})
+			it := Item{Kind: KindComment, ID: c.ID, Author: c.User.Login, Body: c.Body, CreatedAt: c.CreatedAt, URL: c.URL}
+			out = append(out, signal{login: c.User.Login, at: c.CreatedAt, stance: stanceRequest, items: []Item{it}})
+		}
+	}
+	approving := map[int64]string{}
+	for _, r := range e.sig.Reviews {
+		if r.State == "APPROVED" {
+			approving[r.ID] = strings.ToLower(r.User.Login)
 		}
 	}
 	for _, c := range e.sig.ReviewComments {
+		if owner, ok := approving[c.ReviewID]; ok && owner == strings.ToLower(c.User.Login) {
+			continue
+		}
 		if e.human(c.User) && !IsOwn(c.Body) && e.fresh(c.CreatedAt) && !e.addressed(KindReviewComment, c.ID) {
-			items = append(items, inlineItem(c))
+			out = append(out, signal{login: c.User.Login, at: c.CreatedAt, stance: stanceRequest, items: []Item{inlineItem(c)}})
 		}
 	}
-	switch {
-	case len(approvers) > 0:
-		return Verdict{Status: events.StatusApproved, Actor: approvers[0], Approvers: approvers}
-	case eyes != "":
-		return Verdict{Status: events.StatusInProgress, Actor: eyes}
-	case len(items) > 0:
-		return Verdict{Status: events.StatusChangesRequested, Actor: items[0].Author, Feedback: items}
-	}
-	return Verdict{Status: events.StatusPending}
+	return out
 }
 
-func (e *evaluator) reviews() Verdict {
-	latest := map[string]Review{}
-	for _, r := range e.sig.Reviews {
-		switch r.State {
-		case "APPROVED", "CHANGES_REQUESTED", "DISMISSED":
-		default:
-			continue // COMMENTED and PENDING do not change a reviewer's verdict
+// eyes returns the first authorized human whose fresh 👀 says a review is
+// under way, or "".
+func (e *evaluator) eyes() string {
+	for _, r := range e.sig.Reactions {
+		if r.Content == "eyes" && e.human(r.User) && e.fresh(r.CreatedAt) {
+			return r.User.Login
 		}
+	}
+	return ""
+}
+
+// reviews returns the native reviews' signals: an APPROVED review
+// approves its commit, a CHANGES_REQUESTED review on the head asks for
+// changes until a fix addresses it, and a DISMISSED one withdraws what its
+// reviewer said before it. COMMENTED and PENDING reviews say nothing, and a
+// change request on an earlier head was answered by the push that replaced
+// it.
+func (e *evaluator) reviews() []signal {
+	var out []signal
+	for _, r := range e.sig.Reviews {
 		if !e.human(r.User) || IsOwn(r.Body) {
 			continue
 		}
-		key := strings.ToLower(r.User.Login)
-		if cur, ok := latest[key]; !ok || later(r, cur) {
-			latest[key] = r
-		}
-	}
-	logins := make([]string, 0, len(latest))
-	for k := range latest {
-		logins = append(logins, k)
-	}
-	sort.Strings(logins)
-
-	var approvers []string
-	var items []Item
-	for _, k := range logins {
-		r := latest[k]
 		onHead := r.CommitID == e.head.SHA
-		switch {
-		case r.State == "APPROVED" && (onHead || e.pol.ApprovalSurvivesPush):
-			approvers = append(approvers, r.User.Login)
-		case r.State == "CHANGES_REQUESTED" && onHead && !e.addressed(KindReview, r.ID):
-			items = append(items, e.reviewItems(r)...)
+		switch r.State {
+		case "APPROVED":
+			out = append(out, e.approval(r.User.Login, r.SubmittedAt, onHead))
+		case "CHANGES_REQUESTED":
+			if onHead && !e.addressed(KindReview, r.ID) {
+				out = append(out, signal{login: r.User.Login, at: r.SubmittedAt, stance: stanceRequest, items: e.reviewItems(r)})
+			}
+		case "DISMISSED":
+			out = append(out, signal{login: r.User.Login, at: r.SubmittedAt, stance: stanceNone})
 		}
 	}
-	switch {
-	case len(approvers) > 0:
-		return Verdict{Status: events.StatusApproved, Actor: approvers[0], Approvers: approvers}
-	case len(items) > 0:
-		return Verdict{Status: events.StatusChangesRequested, Actor: items[0].Author, Feedback: items}
-	}
-	return Verdict{Status: events.StatusPending}
+	return out
 }
 
 // reviewItems returns a change-requesting review's body and inline comments.
@@ -174,7 +220,9 @@ func (e *evaluator) quorum() Verdict {
 	var items, ignored []Item
 	for _, req := range e.pol.Quorum {
 		resp := e.responses(req)
-		if len(resp) == 0 {
+		if !slices.ContainsFunc(resp, func(r response) bool { return e.onBase(r.CreatedAt) }) {
+			// No response, or none since the PR was retargeted: a review
+			// of the head on another base approves nothing here.
 			q.Missing = append(q.Missing, req.String())
 			continue
 		}
@@ -268,13 +316,6 @@ func matchFailure(body string, patterns []string) string {
 
 func inlineItem(c ReviewComment) Item {
 	return Item{Kind: KindReviewComment, ID: c.ID, Author: c.User.Login, Path: c.Path, Line: c.Line, Body: c.Body, DiffHunk: c.DiffHunk, CreatedAt: c.CreatedAt, URL: c.URL, InReplyTo: c.InReplyTo}
-}
-
-func later(a, b Review) bool {
-	if !a.SubmittedAt.Equal(b.SubmittedAt) {
-		return a.SubmittedAt.After(b.SubmittedAt)
-	}
-	return a.ID > b.ID
 }
 
 func appendUnique(list []string, s string) []string {

@@ -90,8 +90,9 @@ func TestEvaluate(t *testing.T) {
 		},
 		{
 			name: "EyesBeatsComments", pol: emojiOnly,
-			sig:  Signals{Reactions: []Reaction{react(alice, "eyes", after)}, Comments: []Comment{comment(1, alice, "rename x", after)}},
-			want: events.StatusInProgress, wantActor: "alice",
+			sig: Signals{Reactions: []Reaction{react(alice, "eyes", after)}, Comments: []Comment{comment(1, alice, "rename x", after)}},
+			// The change request is held back while the review goes on.
+			want: events.StatusInProgress, wantActor: "alice", wantFeedback: []int64{1},
 		},
 		{
 			name: "comments without emoji request changes", pol: emojiOnly,
@@ -211,12 +212,12 @@ func TestEvaluate(t *testing.T) {
 			want: events.StatusPending,
 		},
 		{
-			name: "approval beats another reviewer's change request", pol: reviewsOnly,
+			name: "another reviewer's change request blocks an approval", pol: reviewsOnly,
 			sig: Signals{Reviews: []Review{
 				{ID: 1, User: alice, State: "APPROVED", CommitID: "head", SubmittedAt: after},
 				{ID: 2, User: bob, State: "CHANGES_REQUESTED", Body: "x", CommitID: "head", SubmittedAt: after},
 			}},
-			want: events.StatusApproved, wantActor: "alice", wantApprovers: []string{"alice"},
+			want: events.StatusChangesRequested, wantActor: "bob", wantFeedback: []int64{2},
 		},
 		{
 			name: "strongest verdict across protocols", pol: Policy{Protocols: []Protocol{ProtocolEmoji, ProtocolReviews}},
@@ -263,17 +264,23 @@ func TestEvaluate(t *testing.T) {
 					h.Addressed[k] = true
 				}
 			}
-			v := Evaluate(tt.sig, h, tt.pol, writers)
-			assert.Equal(t, tt.want, v.Status)
-			assert.Equal(t, tt.wantActor, v.Actor)
-			assert.Equal(t, tt.wantApprovers, v.Approvers)
-			var ids []int64
-			for _, it := range v.Feedback {
-				ids = append(ids, it.ID)
-			}
-			assert.Equal(t, tt.wantFeedback, ids)
+			assertVerdict(t, Evaluate(tt.sig, h, tt.pol, writers), tt.want, tt.wantActor, tt.wantApprovers, tt.wantFeedback)
 		})
 	}
+}
+
+// assertVerdict checks a verdict's status, actor, approvers and the ids of
+// its feedback.
+func assertVerdict(t *testing.T, v Verdict, status events.Status, actor string, approvers []string, feedback []int64) {
+	t.Helper()
+	assert.Equal(t, status, v.Status)
+	assert.Equal(t, actor, v.Actor)
+	assert.Equal(t, approvers, v.Approvers)
+	var ids []int64
+	for _, it := range v.Feedback {
+		ids = append(ids, it.ID)
+	}
+	assert.Equal(t, feedback, ids)
 }
 
 func TestEvaluate_Quorum(t *testing.T) {

@@ -2,14 +2,18 @@
 // reviewers leave on it. It is pure: the poller and the feedback service
 // gather the signals from GitHub and call it, so both apply the same rules.
 //
-// Three protocols can be enabled together; the status is the strongest
-// verdict across them, by the precedence
-// approved > in_progress > changes_requested > pending:
+// Three protocols can be enabled together, and they are one conversation:
+// each reviewer's latest signal across them is their verdict, by the time
+// GitHub recorded it (a "Request changes" review after a 👍 withdraws the
+// 👍), and any current change request from an authorized reviewer or the
+// quorum blocks every approval (see Evaluate):
 //
-//   - emoji: reactions on the PR itself. 👀 (eyes) means in review, 👍 (+1)
-//     approved; comments from reviewers with neither mean changes requested.
-//   - reviews: GitHub's native reviews; each reviewer's latest APPROVED or
-//     CHANGES_REQUESTED review on the current head counts.
+//   - emoji: reactions on the PR itself. 👀 (eyes) means in review (it holds
+//     change requests back until the review is done), 👍 (+1) approved; a
+//     reviewer's comments ask for changes.
+//   - reviews: GitHub's native reviews; an APPROVED review approves its
+//     commit, a CHANGES_REQUESTED review on the current head asks for
+//     changes, a dismissed one withdraws what its reviewer said before.
 //   - quorum: a set of bot reviewers that must all respond on the current
 //     head; an actionable finding (an inline comment, or a review that
 //     requests changes, that Classify finds actionable) means changes
@@ -18,6 +22,8 @@
 //
 // Rules naive review bots get wrong and this package gets right:
 //
+//   - An approval is for a head on a base: once the PR is retargeted
+//     (Head.BaseSince), only approvals given since count.
 //   - Signals are anchored to the head: only those newer than the head's
 //     anchor count (for reviews, also commit_id equal to the head SHA), so a
 //     comment already answered by a pushed fix does not ask for it again and
@@ -177,6 +183,12 @@ type Head struct {
 	Anchor time.Time
 	// Author is the PR's author, whose signals never count.
 	Author string
+	// BaseSince is when prloop saw the PR move to its current base (zero:
+	// it never moved while watched). An approval is for a head on a base:
+	// no approval older than this counts, native reviews and
+	// ApprovalSurvivesPush included, and quorum bots must respond again.
+	// Change requests still count: they are about the head's code.
+	BaseSince time.Time
 	// Addressed holds the keys (ItemKey) of feedback a fix already
 	// addressed: it never asks for changes again, whatever its timestamp.
 	// Identity decides where it is known, not clocks with one-second

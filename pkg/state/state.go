@@ -59,6 +59,12 @@ type PR struct {
 	// first saw a new head, or the moment of a push prloop made itself.
 	// Review signals older than the anchor do not count.
 	HeadAnchor time.Time `json:"head_anchor"`
+	// BaseRef is the PR's base branch as the poller last saw it;
+	// BaseSince is when it saw the PR retargeted to it (zero: the base has
+	// not changed while watched). An approval is for a head on a base:
+	// approvals older than BaseSince do not count.
+	BaseRef   string    `json:"base_ref,omitempty"`
+	BaseSince time.Time `json:"base_since,omitzero"`
 	// LastPushAt is when prloop last pushed a fix to the PR.
 	LastPushAt time.Time `json:"last_push_at,omitempty"`
 	// WatchedSince is when watching began; the review timeout counts from it.

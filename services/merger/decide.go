@@ -209,9 +209,6 @@ const (
 	ActMerged
 	// ActFail: give up and ask a human (Decision.Reason says why).
 	ActFail
-	// ActRequeue: the PR's base changed; move the entry to the new base's
-	// queue, where it is verified and merged in turn.
-	ActRequeue
 )
 
 // String names the action for logs.
@@ -229,8 +226,6 @@ func (a Action) String() string {
 		return "merged"
 	case ActFail:
 		return "fail"
-	case ActRequeue:
-		return "requeue"
 	}
 	return fmt.Sprintf("Action(%d)", int(a))
 }
@@ -250,8 +245,6 @@ type Input struct {
 	// Head is the head the approval applies to: the approved head, or the
 	// head prloop made from it by updating the branch.
 	Head string
-	// Base is the base branch the PR was queued for.
-	Base string
 	// Approval is the verdict recomputed from the review signals on
 	// GitHub (CheckApproval); read only for an open PR still on Head.
 	Approval ApprovalCheck
@@ -281,10 +274,14 @@ func Decide(in Input) Decision {
 	case pr.HeadSHA != in.Head:
 		return Decision{Action: ActDrop, Reason: events.ReasonStaleApproval,
 			Why: fmt.Sprintf("stale approval: head moved from %s to %s, which nobody approved and prloop did not make", ghref.ShortSHA(in.Head), ghref.ShortSHA(pr.HeadSHA))}
-	case in.Base != "" && pr.BaseRef != in.Base:
-		return Decision{Action: ActRequeue, Why: fmt.Sprintf("base changed from %s to %s after approval", in.Base, pr.BaseRef)}
 	case !in.Approval.Approved:
-		return Decision{Action: ActDrop, Reason: events.ReasonApprovalWithdrawn, Why: "approval withdrawn: " + in.Approval.Why}
+		// Also a PR retargeted since its approval: an approval is for a
+		// head on a base (CheckApproval).
+		reason := in.Approval.Reason
+		if reason == "" {
+			reason = events.ReasonApprovalWithdrawn
+		}
+		return Decision{Action: ActDrop, Reason: reason, Why: "approval withdrawn: " + in.Approval.Why}
 	case pr.Draft || pr.MergeableState == "draft":
 		return Decision{Action: ActFail, Reason: events.ReasonNotMergeable, Why: "the PR is a draft"}
 	case pr.MergeableState == "dirty":

@@ -109,8 +109,10 @@ func TestDecide(t *testing.T) {
 		withdrawn bool
 		// behind says the head lacks the base tip (GitHub's comparison).
 		behind bool
-		want   Action
-		reason events.Reason
+		// refusal is CheckApproval's reason for a withdrawn approval.
+		refusal events.Reason
+		want    Action
+		reason  events.Reason
 	}{
 		{name: "clean and green merges", pr: open("clean"), checks: green, require: true, want: ActMerge},
 		{name: "has_hooks merges", pr: open("has_hooks"), checks: green, require: true, want: ActMerge},
@@ -118,7 +120,7 @@ func TestDecide(t *testing.T) {
 		{name: "already merged", pr: PRView{Merged: true, HeadSHA: head, MergeableState: "unknown"}, require: true, want: ActMerged},
 		{name: "closed is dropped", pr: PRView{HeadSHA: head, BaseRef: "main"}, require: true, want: ActDrop, reason: events.ReasonClosed},
 		{name: "moved head drops the stale approval", pr: PRView{Open: true, HeadSHA: other, BaseRef: "main", MergeableState: "clean"}, checks: green, require: true, want: ActDrop, reason: events.ReasonStaleApproval},
-		{name: "retargeted base re-queues", pr: PRView{Open: true, HeadSHA: head, BaseRef: "release", MergeableState: "clean"}, checks: green, require: true, want: ActRequeue},
+		{name: "retargeted since the approval drops it as stale", pr: PRView{Open: true, HeadSHA: head, BaseRef: "release", MergeableState: "clean"}, checks: green, require: true, withdrawn: true, refusal: events.ReasonStaleApproval, want: ActDrop, reason: events.ReasonStaleApproval},
 		{name: "withdrawn approval drops though green", pr: open("clean"), checks: green, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
 		{name: "withdrawn approval drops rather than waiting", pr: open("clean"), checks: pending, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
 		{name: "withdrawn approval drops rather than escalating", pr: open("dirty"), checks: failed, require: true, withdrawn: true, want: ActDrop, reason: events.ReasonApprovalWithdrawn},
@@ -152,8 +154,8 @@ func TestDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			d := Decide(Input{
-				PR: tt.pr, Head: head, Base: "main", RequireChecks: tt.require, Checks: tt.checks, Behind: tt.behind,
-				Approval: ApprovalCheck{Approved: !tt.withdrawn, Why: "no 👍"},
+				PR: tt.pr, Head: head, RequireChecks: tt.require, Checks: tt.checks, Behind: tt.behind,
+				Approval: ApprovalCheck{Approved: !tt.withdrawn, Why: "no 👍", Reason: tt.refusal},
 				Waited:   tt.waited, ChecksTimeout: 30 * time.Minute,
 			})
 			assert.Equal(t, tt.want, d.Action, d.Why)

@@ -80,7 +80,7 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		var approval ApprovalCheck
 		var head headVsBase
 		if live && v.HeadSHA == st.Head {
-			approval, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, log)
+			approval, err = s.verify(ctx, st.PR, st.approvalOf(p), log)
 			if err != nil {
 				return s.retryLater(ctx, &st, err, log)
 			}
@@ -90,7 +90,7 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			}
 		}
 		d := Decide(Input{
-			PR: v, Head: st.Head, Base: st.Base, Approval: approval, Behind: head.behind, RequireChecks: s.cfg.RequireChecks, Checks: checks,
+			PR: v, Head: st.Head, Approval: approval, Behind: head.behind, RequireChecks: s.cfg.RequireChecks, Checks: checks,
 			Waited: s.d.Now().Sub(st.WaitingSince), ChecksTimeout: s.cfg.ChecksTimeout,
 		})
 		log.Debug("merge decision", "action", d.Action, "why", d.Why, "head", ghref.ShortSHA(v.HeadSHA))
@@ -111,8 +111,6 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			return s.left(ctx, st, metrics.MergeMergedElsewhere)
 		case ActDrop:
 			return s.drop(ctx, st, d.Reason, d.Why, log)
-		case ActRequeue:
-			return s.requeue(ctx, st, v.BaseRef, d.Why, log)
 		case ActFail:
 			if d.Reason == events.ReasonMergeConflict {
 				return s.conflicted(ctx, st, p.GetBase().GetSHA(), d.Why, log)
@@ -190,7 +188,7 @@ func (s *Service) adoptOwnUpdate(ctx context.Context, st *stored, p *gh.PullRequ
 // reaction or comment counts); a head approved otherwise comes back with
 // the poller's PRReviewApproved and its anchor.
 func (s *Service) adoptApprovedHead(ctx context.Context, st *stored, head, author string, log *slog.Logger) error {
-	check, err := s.verify(ctx, st.PR, author, head, head, time.Time{}, log)
+	check, err := s.verify(ctx, st.PR, ApprovalInput{ApprovedHead: head, Head: head, Author: author, BaseSince: st.BaseSince}, log)
 	if err != nil || !check.Approved {
 		return err
 	}
@@ -588,45 +586,6 @@ func (s *Service) drop(ctx context.Context, st stored, reason events.Reason, why
 	}
 	log.Info("left the merge queue without merging", "reason", reason, "why", why)
 	return s.left(ctx, st, metrics.MergeDropped)
-}
-
-// requeue moves the entry to the queue of the PR's new base, keeping its
-// place in line (its approval's sequence) and dropping the progress made
-// against the old base.
-func (s *Service) requeue(ctx context.Context, st stored, base, why string, log *slog.Logger) error {
-	e := Entry{
-		PR: st.PR, Base: base, Seq: st.Seq, ApprovedHead: st.ApprovedHead, Head: st.Head,
-		Approvers: st.Approvers, QueuedAt: st.QueuedAt, Anchor: st.Anchor, Epoch: st.Epoch, FixCycle: st.FixCycle, UpdateAnnounced: st.UpdateAnnounced,
-	}
-	var ns stored
-	if key := entryKey(st.PR, base); key == st.key {
-		// Only the base's case changed: the same queue.
-		st.Base, ns = base, st
-		if err := s.q.save(ctx, &ns); err != nil {
-			return s.saved(err)
-		}
-	} else {
-		var err error
-		if ns, _, err = s.q.enqueue(ctx, e); err != nil {
-			return err
-		}
-		if err := s.q.remove(ctx, st); err != nil {
-			return err
-		}
-	}
-	pos, ahead, err := s.q.position(ctx, queueID(st.PR.RepoRef(), base), ns.Seq)
-	if err != nil {
-		return err
-	}
-	if _, _, err := s.emit.Emit(ctx, &events.MergeQueued{
-		Base: events.Base{PR: st.PR, HeadSHA: ns.ApprovedHead}, Position: pos, BaseBranch: base,
-		Mode: s.cfg.queueMode(), Ahead: ahead,
-	}, ns.ApprovedHead, strconv.FormatUint(ns.Seq, 10), base); err != nil {
-		return err
-	}
-	log.Info("re-queued for the new base", "why", why, "new_base", base, "position", pos)
-	s.Kick()
-	return nil
 }
 
 // left removes the entry from its queue and counts how it left: once per

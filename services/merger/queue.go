@@ -52,6 +52,10 @@ type Entry struct {
 	// reactions and comments older than it do not count. Zero when
 	// unknown, and then none counts (native reviews still do).
 	Anchor time.Time `json:"anchor,omitzero"`
+	// BaseSince is when the poller saw the PR retargeted to Base, as the
+	// approval said (zero: never): approvals older than it do not count.
+	// Base itself is the base the approval is for (CheckApproval).
+	BaseSince time.Time `json:"base_since,omitzero"`
 	// Epoch is the PR's escalation epoch the approval belongs to: the
 	// merger's escalation requests carry it, so that the escalator can
 	// tell a request a human already answered.

@@ -216,6 +216,7 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	}
 	if err := s.q.record(ctx, Approval{
 		PR: d.PR, Head: d.HeadSHA, Approvers: d.Approvers, Seq: m.Seq, Anchor: d.Anchor, Epoch: d.Epoch, FixCycle: d.FixCycle,
+		Base: d.BaseBranch, BaseSince: d.BaseSince,
 	}); err != nil {
 		return err
 	}
@@ -234,6 +235,10 @@ type Approval struct {
 	// signals older than it do not count. Zero means unknown, and then no
 	// reaction or comment counts.
 	Anchor time.Time `json:"anchor,omitzero"`
+	// Base is the base branch the approval is for ("" when the poller did
+	// not say), and BaseSince when the poller saw the PR retargeted to it.
+	Base      string    `json:"base,omitempty"`
+	BaseSince time.Time `json:"base_since,omitzero"`
 	// Epoch is the PR's escalation epoch, carried on to an escalation.
 	Epoch int `json:"epoch,omitempty"`
 	// FixCycle is the poller's count of fixes pushed to the PR, carried on
@@ -349,10 +354,12 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	}
 	e := Entry{
 		PR: a.PR, Base: v.BaseRef, Seq: a.Seq, ApprovedHead: a.Head, Head: a.Head,
-		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(), Anchor: a.Anchor, Epoch: a.Epoch, FixCycle: a.FixCycle,
+		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(), Anchor: a.Anchor, BaseSince: a.BaseSince, Epoch: a.Epoch, FixCycle: a.FixCycle,
 	}
 	if v.HeadSHA == a.Head {
-		check, err := s.verify(ctx, a.PR, p.GetUser().GetLogin(), a.Head, a.Head, a.Anchor, log)
+		in := e.approvalOf(p)
+		in.ApprovedBase = a.Base // the approval's, which the queue's base must be
+		check, err := s.verify(ctx, a.PR, in, log)
 		if err != nil {
 			return fmt.Errorf("queue %s: verify its approval: %w", a.PR, err)
 		}

@@ -406,7 +406,7 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 		}
 		reads[i].p = p
 		if v := ViewOf(p); v.Open && !v.Merged && v.HeadSHA == st.Head {
-			reads[i].approval, err = s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, sp.log.With("pr", st.PR.String()))
+			reads[i].approval, err = s.verify(ctx, st.PR, st.approvalOf(p), sp.log.With("pr", st.PR.String()))
 		}
 		return about(st.PR, err)
 	})
@@ -418,7 +418,7 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 		log := sp.log.With("pr", st.PR.String())
 		p := reads[i].p
 		v := ViewOf(p)
-		d := Decide(Input{PR: v, Head: st.Head, Base: st.Base, Approval: reads[i].approval, ChecksTimeout: s.cfg.ChecksTimeout})
+		d := Decide(Input{PR: v, Head: st.Head, Approval: reads[i].approval, ChecksTimeout: s.cfg.ChecksTimeout})
 		switch d.Action {
 		case ActMerged:
 			if st.MergingHead != "" && st.MergingHead == v.HeadSHA {
@@ -431,8 +431,6 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 			return nil, true, s.left(ctx, st, metrics.MergeMergedElsewhere)
 		case ActDrop:
 			return nil, true, s.drop(ctx, st, d.Reason, d.Why, log)
-		case ActRequeue:
-			return nil, true, s.requeue(ctx, st, v.BaseRef, d.Why, log)
 		case ActFail:
 			if d.Reason == events.ReasonMergeConflict {
 				return nil, true, s.conflicted(ctx, st, "", d.Why, log)
@@ -948,12 +946,12 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 		if !v.Open || v.Merged || v.HeadSHA != c.Head || v.BaseRef != st.Base {
 			return nil // the next pass lets it leave and rebuilds
 		}
-		approval, err := s.verify(ctx, st.PR, p.GetUser().GetLogin(), st.ApprovedHead, st.Head, st.Anchor, log)
+		approval, err := s.verify(ctx, st.PR, st.approvalOf(p), log)
 		if err != nil {
 			return s.retryLater(ctx, &st, err, log)
 		}
 		if !approval.Approved {
-			return s.drop(ctx, st, events.ReasonApprovalWithdrawn, "approval withdrawn: "+approval.Why, log)
+			return s.drop(ctx, st, approval.Reason, "approval withdrawn: "+approval.Why, log)
 		}
 		tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
 		if err != nil {

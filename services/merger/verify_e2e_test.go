@@ -15,6 +15,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/services/merger"
 )
@@ -191,8 +192,7 @@ func (g *glitchyPull) GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest
 }
 
 // TestMerger_NoSilentDrop: an entry that only needs a re-check does not
-// vanish from the queue: a PR read that glitches is retried, and a PR whose
-// base changed moves to the new base's queue; both merge.
+// vanish from the queue: a PR read that glitches is retried, and merges.
 func TestMerger_NoSilentDrop(t *testing.T) {
 	t.Parallel()
 	t.Run("a glitchy read is retried", func(t *testing.T) {
@@ -207,24 +207,121 @@ func TestMerger_NoSilentDrop(t *testing.T) {
 		e.waitQueueEmpty()
 		assert.Zero(t, e.rec.Count(pr, events.TypeMergeFailed))
 	})
-	t.Run("a changed base re-queues", func(t *testing.T) {
-		t.Parallel()
+}
+
+// TestMerger_ChangeRequestWithdrawsTheApproval: alice approves, the PR is
+// queued and waits for its check, and then alice herself asks for
+// changes, in another protocol than her approval. Her latest signal is
+// her verdict: the PR leaves the queue with approval_withdrawn and is not
+// merged when the check passes.
+func TestMerger_ChangeRequestWithdrawsTheApproval(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// approve leaves alice's approval of head on GitHub.
+		approve func(e *env, pr ghref.PR, head string)
+		// withdraw is alice's change request, a minute later.
+		withdraw func(e *env, pr ghref.PR, head string)
+	}{
+		{
+			name:    "a 👍, then a native request for changes",
+			approve: func(e *env, pr ghref.PR, _ string) { e.thumbsUp(pr) },
+			withdraw: func(e *env, pr ghref.PR, head string) {
+				_, err := e.sim.AddReview(pr, ghsim.ReviewInput{Login: "alice", State: "CHANGES_REQUESTED", Body: "This breaks X.", CommitID: head})
+				require.NoError(e.t, err)
+			},
+		},
+		{
+			name: "a native approval, then a comment asking for changes",
+			approve: func(e *env, pr ghref.PR, head string) {
+				_, err := e.sim.AddReview(pr, ghsim.ReviewInput{Login: "alice", State: "APPROVED", CommitID: head})
+				require.NoError(e.t, err)
+			},
+			withdraw: func(e *env, pr ghref.PR, _ string) {
+				_, err := e.sim.AddIssueComment(pr, "alice", "Wait, this breaks X.")
+				require.NoError(e.t, err)
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
+			require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
+			e.start(config(), "replica-1")
+			e.watch(pr, head)
+			tt.approve(e, pr, head)
+			e.announce(pr, head, "1")
+			e.rec.Wait(t, pr, events.TypeMergeQueued, waitFor)
+
+			e.sim.Advance(time.Minute)
+			tt.withdraw(e, pr, head)
+			failed := e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+			assert.Equal(t, events.ReasonApprovalWithdrawn, failed.Reason, failed.Detail)
+			e.waitQueueEmpty()
+			require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
+			assertUntouched(t, e, pr, events.TypeMergeFailed)
+		})
+	}
+}
+
+// TestMerger_RetargetWithdrawsTheApproval: an approval is for a head on a
+// base. A PR retargeted from main to release while it waits in main's
+// queue leaves it with stale_approval and merges into neither; an approval
+// for main that arrives after the PR moved to release queues nothing.
+func TestMerger_RetargetWithdrawsTheApproval(t *testing.T) {
+	t.Parallel()
+	// withRelease opens a PR on main, with ci in state, in a repository
+	// that also has a release branch.
+	withRelease := func(t *testing.T, ci string) (*env, ghref.PR, string) {
 		e := newEnv(t)
 		pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
 		e.git("branch", "release", "main")
-		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
+		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", ci))
+		return e, pr, head
+	}
+	retarget := func(e *env, pr ghref.PR, base string) {
+		_, _, err := e.Client(e.t).GitHub().PullRequests.Edit(e.t.Context(), e.repo.Owner, e.repo.Name, pr.Number, &gh.PullRequest{Base: &gh.PullRequestBranch{Ref: gh.String(base)}})
+		require.NoError(e.t, err)
+	}
+	t.Run("retargeted while queued", func(t *testing.T) {
+		t.Parallel()
+		e, pr, head := withRelease(t, "pending")
 		e.start(config(), "replica-1")
 		e.approve(pr, head, "1")
 		e.rec.Wait(t, pr, events.TypeMergeQueued, waitFor)
-		_, _, err := e.Client(t).GitHub().PullRequests.Edit(t.Context(), e.repo.Owner, e.repo.Name, pr.Number, &gh.PullRequest{Base: &gh.PullRequestBranch{Ref: gh.String("release")}})
-		require.NoError(t, err)
-		q := e.rec.WaitCount(t, pr, events.TypeMergeQueued, 2, waitFor).Data.(*events.MergeQueued)
-		assert.Equal(t, "release", q.BaseBranch)
-		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
-		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
+		retarget(e, pr, "release")
+		failed := e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+		assert.Equal(t, events.ReasonStaleApproval, failed.Reason)
+		assert.Contains(t, failed.Detail, "a new base needs a new approval")
 		e.waitQueueEmpty()
-		assert.Contains(t, e.git("log", "--format=%s", "release"), "Add f (#1)")
-		assert.Zero(t, e.rec.Count(pr, events.TypeMergeFailed))
+		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
+		assertUntouched(t, e, pr, events.TypeMergeFailed)
+		assert.Equal(t, 1, e.rec.Count(pr, events.TypeMergeQueued), "not queued for the new base")
+		assert.NotContains(t, e.git("log", "--format=%s", "release"), "Add f")
+	})
+	t.Run("an approval for the old base arrives", func(t *testing.T) {
+		t.Parallel()
+		e, pr, head := withRelease(t, "success")
+		e.watch(pr, head)
+		e.thumbsUp(pr)
+		retarget(e, pr, "release")
+		e.start(config(), "replica-1")
+		e.mu.Lock()
+		anchor := e.anchors[head]
+		e.mu.Unlock()
+		_, _, err := e.emit.Emit(t.Context(), &events.ReviewApproved{
+			Base: events.Base{PR: pr, HeadSHA: head}, Status: events.StatusApproved, Approvers: []string{"alice"},
+			Anchor: anchor, BaseBranch: "main",
+		}, head, "1")
+		require.NoError(t, err)
+		failed := e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+		assert.Equal(t, events.ReasonNotApproved, failed.Reason)
+		assert.Contains(t, failed.Detail, "a new base needs a new approval")
+		e.waitQueueEmpty()
+		assertUntouched(t, e, pr, events.TypeMergeFailed)
+		assert.Zero(t, e.rec.Count(pr, events.TypeMergeQueued))
 	})
 }
 

@@ -50,6 +50,20 @@ func TestCheckApproval(t *testing.T) {
 		{name: "a dismissed review withdraws", sig: review.Signals{Reviews: []review.Review{
 			rev("APPROVED", approved), {ID: 4, User: alice, State: "DISMISSED", CommitID: approved, SubmittedAt: after.Add(time.Minute)},
 		}}, in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor}},
+		{name: "a 👍 then the same reviewer's native request for changes withdraws", sig: review.Signals{
+			Reactions: []review.Reaction{thumb(alice, after)},
+			Reviews:   []review.Review{{ID: 5, User: alice, State: "CHANGES_REQUESTED", CommitID: approved, SubmittedAt: after.Add(time.Minute)}},
+		}, in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor}},
+		{name: "a native approval then the same reviewer's comment withdraws", sig: review.Signals{
+			Reviews:  []review.Review{rev("APPROVED", approved)},
+			Comments: []review.Comment{{ID: 6, User: alice, Body: "wait, this breaks X", CreatedAt: after.Add(time.Minute)}},
+		}, in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor}},
+		{name: "a PR retargeted since its approval is refused", sig: review.Signals{Reviews: []review.Review{rev("APPROVED", approved)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor, ApprovedBase: "main", Base: "release"}},
+		{name: "an approval for the base the PR targets stands", sig: review.Signals{Reviews: []review.Review{rev("APPROVED", approved)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor, ApprovedBase: "release", Base: "release"}, want: true},
+		{name: "an approval from before the retarget does not count", sig: review.Signals{Reviews: []review.Review{rev("APPROVED", approved)}},
+			in: ApprovalInput{ApprovedHead: approved, Head: approved, Anchor: anchor, ApprovedBase: "release", Base: "release", BaseSince: after.Add(time.Minute)}},
 	}
 	pol := review.Policy{Protocols: []review.Protocol{review.ProtocolEmoji, review.ProtocolReviews}, Self: "prloop"}
 	authz := func(login string) bool { return login == "alice" || login == "bob" }
@@ -60,6 +74,7 @@ func TestCheckApproval(t *testing.T) {
 			assert.Equal(t, tt.want, got.Approved, got.Why)
 			if !tt.want {
 				assert.NotEmpty(t, got.Why)
+				assert.NotEmpty(t, got.Reason)
 			}
 		})
 	}

@@ -19,8 +19,13 @@ type Observation struct {
 	HeadSHA string
 	// Anchor is when HeadSHA became the head (used only when it is new).
 	Anchor time.Time
-	Author string
-	URL    string
+	// Base is the PR's base branch ("" when the read did not show it), and
+	// BaseSince when it became the base (used only when it is new; see
+	// baseSince).
+	Base      string
+	BaseSince time.Time
+	Author    string
+	URL       string
 	// Title is the PR's title, cleaned (events.CleanTitle); the status
 	// events carry it for pages and people, never for decisions.
 	Title   string
@@ -115,6 +120,17 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 			next.Status = "" // publish the new head's status, whatever it is
 		}
 	}
+	if retargeted(cur, obs.Base) {
+		// An approval is for a head on a base: the new base's status is
+		// published anew, and no approval from before counts (the
+		// verdict was made with BaseSince), nor does one prloop carried
+		// over to a head it made against the old base.
+		next.BaseSince, next.Status, next.MergeUpdatedHeadSHA = obs.BaseSince, "", ""
+		resolved = false
+	}
+	if obs.Base != "" {
+		next.BaseRef = obs.Base
+	}
 	if next.WatchedSince.IsZero() {
 		next.WatchedSince = obs.Now
 	}
@@ -149,6 +165,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		case events.StatusApproved:
 			out = append(out, Emit{Data: &events.ReviewApproved{
 				Base: base, Status: status, Actor: v.Actor, Approvers: v.Approvers, Anchor: next.HeadAnchor, Epoch: next.Epoch, FixCycle: next.FixCycle,
+				BaseBranch: next.BaseRef, BaseSince: next.BaseSince,
 				IgnoredFindings: ignoredFindings(v.Ignored),
 			}, Parts: parts})
 		case events.StatusInProgress:
@@ -186,6 +203,22 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	}
 	out = append(out, timeout(&next, obs.Now, tm)...)
 	return Decision{Emits: out, Next: next}
+}
+
+// retargeted reports whether the PR's base moved from the recorded one to
+// base. The first base seen is no move: watching began on it.
+func retargeted(cur state.PR, base string) bool {
+	return base != "" && cur.BaseRef != "" && base != cur.BaseRef
+}
+
+// baseSince is when the PR was put on base, as far as the poller can
+// tell: the recorded moment while the base stays, now when it moved.
+// Review signals are judged with it before decide stores it.
+func baseSince(cur state.PR, base string, now time.Time) time.Time {
+	if retargeted(cur, base) {
+		return now
+	}
+	return cur.BaseSince
 }
 
 // carriesApproval reports whether a move of the head to sha keeps the

@@ -22,6 +22,8 @@ func TestDecide(t *testing.T) {
 	escalated.Status, escalated.FixCycle, escalated.FeedbackHeadSHA = events.StatusChangesRequested, 2, "h1"
 	escalated.Escalations = map[events.Reason]time.Time{events.ReasonMaxFixCycles: now}
 	verdict := func(s events.Status) review.Verdict { return review.Verdict{Status: s} }
+	onMain := watched // approved for main
+	onMain.Status, onMain.BaseRef = events.StatusApproved, "main"
 	tests := []struct {
 		name      string
 		cur       state.PR
@@ -300,6 +302,46 @@ func TestDecide(t *testing.T) {
 			wantTypes: []events.Type{events.TypeReviewPending}, wantIDs: [][]string{{"h3", "2"}},
 		},
 		{
+			name: "a retargeted PR's approval is published anew, for the new base", cur: onMain,
+			obs: Observation{HeadSHA: "h1", Base: "release", BaseSince: now, Verdict: verdict(events.StatusApproved), Now: now},
+			// The verdict was made with BaseSince: only an approval given
+			// since the retarget can be in it.
+			wantTypes: []events.Type{events.TypeReviewApproved}, wantIDs: [][]string{{"h1", "2"}},
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, "release", n.BaseRef)
+				assert.Equal(t, now, n.BaseSince)
+			},
+		},
+		{
+			name: "retargeting withdraws the approval: nobody approved the PR on its new base", cur: onMain,
+			obs:       Observation{HeadSHA: "h1", Base: "release", BaseSince: now, Verdict: verdict(events.StatusPending), Now: now},
+			wantTypes: []events.Type{events.TypeReviewPending}, wantIDs: [][]string{{"h1", "2"}},
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, events.StatusPending, n.Status)
+				assert.Equal(t, now, n.BaseSince)
+			},
+		},
+		{
+			name: "retargeting ends the approval the merger's update carried",
+			cur: func() state.PR {
+				c := onMain
+				c.HeadSHA, c.MergeUpdatedHeadSHA = "h2", "h2"
+				return c
+			}(),
+			obs:       Observation{HeadSHA: "h2", Base: "release", BaseSince: now, Verdict: verdict(events.StatusPending), Now: now},
+			wantTypes: []events.Type{events.TypeReviewPending}, wantIDs: [][]string{{"h2", "2"}},
+			check: func(t *testing.T, n state.PR) { assert.Empty(t, n.MergeUpdatedHeadSHA) },
+		},
+		{
+			name: "the first base seen is where watching began, no retarget",
+			cur:  watched,
+			obs:  Observation{HeadSHA: "h1", Base: "main", BaseSince: now, Verdict: verdict(events.StatusPending), Now: now},
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, "main", n.BaseRef)
+				assert.Zero(t, n.BaseSince)
+			},
+		},
+		{
 			name: "no timeout once approved", cur: watched,
 			obs:       Observation{HeadSHA: "h1", Verdict: verdict(events.StatusApproved), Now: now.Add(5 * time.Hour)},
 			wantTypes: []events.Type{events.TypeReviewApproved}, wantIDs: [][]string{{"h1", "2"}},
@@ -368,6 +410,15 @@ func TestDecide_EventsCarryWhatOtherServicesNeed(t *testing.T) {
 				a := d.(*events.ReviewApproved)
 				assert.Equal(t, now.Add(-time.Hour), a.Anchor)
 				assert.Equal(t, 2, a.Epoch)
+			},
+		},
+		{
+			name: "an approval names the base it is for, and since when", want: events.TypeReviewApproved,
+			obs: Observation{HeadSHA: "h1", Base: "release", BaseSince: now, Verdict: review.Verdict{Status: events.StatusApproved, Approvers: []string{"alice"}}, Now: now},
+			check: func(t *testing.T, d events.Data) {
+				a := d.(*events.ReviewApproved)
+				assert.Equal(t, "release", a.BaseBranch)
+				assert.Zero(t, a.BaseSince, "the first base seen is no retarget")
 			},
 		},
 		{

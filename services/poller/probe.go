@@ -180,14 +180,14 @@ func (s *Service) wanted(p pullInfo) bool {
 
 // pullInfo is what the poller keeps of a PR from the open-pulls list.
 type pullInfo struct {
-	head, author, url, title string
-	created, updated         time.Time
-	labels                   []string
+	head, base, author, url, title string
+	created, updated               time.Time
+	labels                         []string
 }
 
 func pullInfoOf(p *gh.PullRequest) pullInfo {
 	pi := pullInfo{
-		head: p.GetHead().GetSHA(), author: p.GetUser().GetLogin(), url: p.GetHTMLURL(), title: p.GetTitle(),
+		head: p.GetHead().GetSHA(), base: p.GetBase().GetRef(), author: p.GetUser().GetLogin(), url: p.GetHTMLURL(), title: p.GetTitle(),
 		created: p.GetCreatedAt().Time, updated: p.GetUpdatedAt().Time,
 	}
 	for _, l := range p.Labels {
@@ -197,7 +197,7 @@ func pullInfoOf(p *gh.PullRequest) pullInfo {
 }
 
 func pullInfoOfSummary(p github.PullSummary) pullInfo {
-	pi := pullInfo{head: p.Head.SHA, author: p.User.Login, url: p.HTMLURL, title: p.Title, created: p.CreatedAt, updated: p.UpdatedAt}
+	pi := pullInfo{head: p.Head.SHA, base: p.Base.Ref, author: p.User.Login, url: p.HTMLURL, title: p.Title, created: p.CreatedAt, updated: p.UpdatedAt}
 	for _, l := range p.Labels {
 		pi.labels = append(pi.labels, l.Name)
 	}
@@ -225,7 +225,7 @@ func issueInfoOf(is github.IssueSummary) issueInfo {
 // a push, a comment, a review, a label, an edit (updated_at) and with
 // reactions (the rollup; GitHub does not move updated_at for them).
 func fingerprint(p pullInfo, is *issueInfo) string {
-	fp := p.head + "|" + p.updated.UTC().Format(time.RFC3339) + "|" + strings.Join(p.labels, ",")
+	fp := p.head + "|" + p.base + "|" + p.updated.UTC().Format(time.RFC3339) + "|" + strings.Join(p.labels, ",")
 	if is != nil {
 		fp += "|" + activityKey(p, is) + "|" + is.rollup
 	}
@@ -367,7 +367,9 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	rw.mu.Unlock()
 	author := p.author
 	perms := s.auth.For(ctx, pr.RepoRef(), log)
-	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, Author: author, Addressed: cur.Addressed()}, s.policy, perms.Authorized)
+	now := s.d.Now()
+	since := baseSince(cur, p.base, now)
+	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, BaseSince: since, Author: author, Addressed: cur.Addressed()}, s.policy, perms.Authorized)
 	if err := perms.Err(); err != nil {
 		// Deciding without a reviewer's permission would flip the verdict
 		// (an approver not counted drops an approval): evaluate again on
@@ -375,8 +377,8 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		return fmt.Errorf("evaluate %s: %w", pr, err)
 	}
 	obs := Observation{
-		HeadSHA: head, Anchor: anchor, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
-		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: s.d.Now(),
+		HeadSHA: head, Anchor: anchor, Base: p.base, BaseSince: since, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
+		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: now,
 	}
 	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
