@@ -106,4 +106,3 @@ func editDistance(a, b string) int {
 	}
 	return d[len(a)][len(b)]
 }
-
