@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/logging"
 	"github.com/prloop/prloop/pkg/natsx"
 )
 
@@ -27,24 +29,50 @@ func natsURL() string {
 	return defaultNATSURL
 }
 
-// cliNATS returns the connection options of the operator commands. They
-// authenticate with PRLOOP_NATS_CREDS_FILE, or else with the key a local
-// 'prloop run' keeps in its data directory (PRLOOP_DATA_DIR, default
-// ./.prloop) when it is there: without credentials NATS lets them only
-// subscribe, which is enough for 'nats sub' but not for JetStream reads or
-// a PRWatchRequested.
-func cliNATS() natsx.Options {
-	creds := os.Getenv("PRLOOP_NATS_CREDS_FILE")
-	if creds == "" {
+// cliNATS returns the connection options of the operator commands and
+// where they looked for the key. They authenticate with
+// PRLOOP_NATS_CREDS_FILE, or else with the key a local 'prloop run' keeps
+// in its data directory (PRLOOP_DATA_DIR, default ./.prloop) when it is
+// there: without credentials NATS lets them only subscribe, which is
+// enough for 'nats sub' but not for JetStream reads or a PRWatchRequested.
+func cliNATS() (natsx.Options, cliKey) {
+	k := cliKey{path: os.Getenv("PRLOOP_NATS_CREDS_FILE"), fromVar: true}
+	if k.path == "" {
 		dir := os.Getenv("PRLOOP_DATA_DIR")
 		if dir == "" {
 			dir = defaultDataDir
 		}
-		if _, err := os.Stat(natsx.KeyFile(dir)); err == nil {
-			creds = natsx.KeyFile(dir)
+		k = cliKey{looked: natsx.KeyFile(dir)}
+		if abs, err := filepath.Abs(k.looked); err == nil {
+			k.looked = abs
+		}
+		if _, err := os.Stat(k.looked); err == nil {
+			k.path = k.looked
 		}
 	}
-	return natsx.Options{URL: natsURL(), CredsFile: creds, Name: "prloop-cli"}
+	return natsx.Options{URL: natsURL(), CredsFile: k.path, Name: "prloop-cli", Logger: logging.New(io.Discard, "error", "text")}, k
+}
+
+// cliKey is the NATS key an operator command uses, and where it came from.
+type cliKey struct {
+	path string // empty: none found
+	// fromVar: path is PRLOOP_NATS_CREDS_FILE's; else it is the data
+	// directory's key, looked for at looked.
+	fromVar bool
+	looked  string
+}
+
+// missing says that there is no key and where it was looked for.
+func (k cliKey) missing() string {
+	return fmt.Sprintf("no NATS key: PRLOOP_NATS_CREDS_FILE is not set and there is no %s (the key 'prloop run' keeps in PRLOOP_DATA_DIR, default %s)", k.looked, defaultDataDir)
+}
+
+// describe names the key and where it came from.
+func (k cliKey) describe() string {
+	if k.fromVar {
+		return fmt.Sprintf("the NATS key %s (PRLOOP_NATS_CREDS_FILE)", k.path)
+	}
+	return fmt.Sprintf("the NATS key %s (found in PRLOOP_DATA_DIR, default %s)", k.path, defaultDataDir)
 }
 
 // credsHint says where the operator commands look for credentials, for

@@ -248,18 +248,7 @@ func whoOf(d events.Data) []string {
 // prloop's own status context and check run name: never a check the PR
 // waits for.
 func readLive(ctx context.Context, pr ghref.PR, label, own string) (*liveState, string) {
-	cfg, err := github.LoadConfig()
-	if err != nil {
-		return nil, err.Error()
-	}
-	if !cfg.UsesApp() {
-		tok, _, err := github.ResolveToken(ctx)
-		if err != nil {
-			return nil, "no GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with 'gh auth login')"
-		}
-		cfg.Token = tok
-	}
-	c, err := github.New(ctx, cfg, github.Options{Logger: logging.New(io.Discard, "error", "text"), MaxRateLimitWaits: 1})
+	c, err := cliGitHub(ctx)
 	if err != nil {
 		return nil, err.Error()
 	}
@@ -306,6 +295,26 @@ func readLive(ctx context.Context, pr ghref.PR, label, own string) (*liveState, 
 		}
 	}
 	return live, ""
+}
+
+// errNoToken says the operator's commands found no GitHub credentials.
+var errNoToken = errors.New("no GitHub token (set GITHUB_TOKEN or GH_TOKEN, or log in with 'gh auth login')")
+
+// cliGitHub is the operator commands' GitHub client: GitHub App auth when
+// configured, else the token of GITHUB_TOKEN, GH_TOKEN or 'gh auth token'.
+func cliGitHub(ctx context.Context) (*github.Client, error) {
+	cfg, err := github.LoadConfig()
+	if err != nil {
+		return nil, err
+	}
+	if !cfg.UsesApp() {
+		tok, _, err := github.ResolveToken(ctx)
+		if err != nil {
+			return nil, errNoToken
+		}
+		cfg.Token = tok
+	}
+	return github.New(ctx, cfg, github.Options{Logger: logging.New(io.Discard, "error", "text"), MaxRateLimitWaits: 1})
 }
 
 // recordsOf gathers what prloop holds about pr: its state record (nil when

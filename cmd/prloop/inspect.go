@@ -23,21 +23,9 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/logging"
-	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/state"
 )
-
-// connectCLI connects an operator command to a running prloop's NATS.
-func connectCLI(ctx context.Context) (*natsx.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := natsx.Connect(ctx, cliNATS())
-	if err != nil {
-		return nil, fmt.Errorf("%w (is prloop running? start it with 'prloop run', or point PRLOOP_NATS_URL at its NATS)", err)
-	}
-	return conn, nil
-}
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prloop status", flag.ContinueOnError)
@@ -176,11 +164,11 @@ func printStatus(w io.Writer, rows []statusRow, now time.Time) error {
 		}
 		age := "-"
 		if !r.WatchedSince.IsZero() {
-			age = now.Sub(r.WatchedSince).Round(time.Second).String()
+			age = since(now, r.WatchedSince)
 		}
 		last := "-"
 		if r.LastEventType != "" {
-			last = fmt.Sprintf("%s (%s ago)", r.LastEventType, now.Sub(r.LastEventAt).Round(time.Second))
+			last = fmt.Sprintf("%s (%s ago)", r.LastEventType, since(now, r.LastEventAt))
 		}
 		esc := "no"
 		if r.Escalated() {
@@ -194,6 +182,13 @@ func printStatus(w io.Writer, rows []statusRow, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.PR.PR, status, ghref.ShortSHA(r.HeadSHA), r.FixCycle, age, last, esc, r.Line.Text)
 	}
 	return tw.Flush()
+}
+
+// since is how long before now t was, to the second, and 0s for a t after
+// now: a clock moved back (or another host's, a little ahead) makes no
+// negative age.
+func since(now, t time.Time) string {
+	return max(0, now.Sub(t)).Round(time.Second).String()
 }
 
 // cliSettings are the services' settings the operator commands name, read
@@ -245,12 +240,16 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	prFlag := fs.String("pr", "", "only events about this PR (owner/repo#N)")
 	follow := fs.Bool("follow", true, "keep printing new events until Ctrl-C")
+	since := fs.Duration("since", 0, "only the events of the last DURATION (e.g. 1h, 30m); 0 starts from the first recorded")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: prloop events [-pr owner/repo#N] [-follow=false]\n\nPrints prloop's events, one readable line each, from the first recorded,\nthen follows new ones ($PRLOOP_NATS_URL, default %s).\n\n", defaultNATSURL)
+		fmt.Fprintf(stderr, "Usage: prloop events [-pr owner/repo#N] [-since DURATION] [-follow=false]\n\nPrints prloop's events, one readable line each, from the first recorded\n(or those of the last -since), then follows new ones ($PRLOOP_NATS_URL,\ndefault %s).\n\n", defaultNATSURL)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *since < 0 {
+		return fmt.Errorf("%w: -since %s is negative, want a duration such as 1h", errUsage, *since)
 	}
 	filter := events.SubjectPrefix + ".>"
 	if *prFlag != "" {
@@ -267,7 +266,12 @@ func runEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer conn.Close(context.Background())
-	cons, err := conn.JS.OrderedConsumer(ctx, events.StreamName, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}})
+	cc := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}}
+	if *since > 0 {
+		start := time.Now().Add(-*since)
+		cc.DeliverPolicy, cc.OptStartTime = jetstream.DeliverByStartTimePolicy, &start
+	}
+	cons, err := conn.JS.OrderedConsumer(ctx, events.StreamName, cc)
 	if err != nil {
 		return withCredsHint(fmt.Errorf("read events: %w (has prloop run against this NATS?)", err), conn)
 	}

@@ -25,11 +25,14 @@ Usage:
   prloop run          run all four services in one process (embedded NATS
                       in $PRLOOP_DATA_DIR unless $PRLOOP_NATS_URL is set)
   prloop open REPO    ask a running prloop to push a worktree's branch, open
-                      its PR in owner/repo and watch it (-worktree PATH)
-  prloop watch PR     ask a running prloop to watch owner/repo#N
+                      its PR in owner/repo and watch it (-worktree PATH);
+                      waits for the PR's URL or the refusal (-wait)
+  prloop watch PR     ask a running prloop to watch owner/repo#N, once
+                      GitHub says it is open
   prloop status       a table of the PRs prloop knows (-json for JSON, -watch)
   prloop explain PR   why owner/repo#N is not merged yet, and what unblocks it
-  prloop events       print the events, one line each, and follow (-pr owner/repo#N)
+  prloop events       print the events, one line each, and follow (-pr owner/repo#N,
+                      -since DURATION)
   prloop dlq          list the dead letters (list) or publish them again (replay [-id SEQ ...])
   prloop ghsim        serve a GitHub simulator (no token, no network)
   prloop emit-test    publish one test CloudEvent to a running prloop

@@ -107,7 +107,7 @@ func TestOpen_Arguments(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			var stderr bytes.Buffer
-			d, err := parseOpen(t.Context(), tc.args, &stderr)
+			d, _, err := parseOpen(t.Context(), tc.args, &stderr)
 			if tc.err != "" {
 				require.Error(t, err)
 				assert.ErrorIs(t, err, errUsage)
@@ -163,7 +163,7 @@ func TestOpen_EndToEnd(t *testing.T) {
 
 	var out, errb bytes.Buffer
 	require.NoError(t, run(ctx, []string{"open", "acme/widgets", "-worktree", wt, "-label", "agent-work", "-context", filepath.Join(wt, ".specify")}, &out, &errb), errb.String())
-	assert.Contains(t, out.String(), "open requested: acme/widgets feature/greet")
+	assert.Contains(t, out.String(), "opened acme/widgets#", "it waited for the PR")
 
 	client := w.Client(t)
 	var pr ghref.PR
@@ -195,7 +195,7 @@ func TestOpen_EndToEnd(t *testing.T) {
 	// that JetStream does not drop (an orchestrator's retry with an id of
 	// its own) finds the open PR.
 	out.Reset()
-	require.NoError(t, run(ctx, []string{"open", "acme/widgets", "-worktree", wt}, &out, &errb), errb.String())
+	require.NoError(t, run(ctx, []string{"open", "acme/widgets", "-worktree", wt, "-wait", "0"}, &out, &errb), errb.String())
 	assert.Contains(t, out.String(), "already requested")
 	_, _, err = events.NewEmitter(rt.JS, events.PublisherCLI).Emit(ctx, &events.CreateRequested{
 		Base: events.Base{PR: repo.PR(events.CreateRequestedNumber), HeadSHA: head}, Worktree: wt, Branch: "feature/greet", Actor: "orchestrator",

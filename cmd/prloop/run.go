@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/prloop/prloop/pkg/app"
 	"github.com/prloop/prloop/pkg/config"
@@ -56,6 +57,10 @@ func runAll(ctx context.Context, args []string, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		fs.Usage()
 		return fmt.Errorf("%w: prloop run takes no arguments, got %q", errUsage, fs.Args())
+	}
+	// Before the simulator sets its own: the environment is the user's.
+	if err := checkEnv(os.Environ(), knownVars()); err != nil {
+		return err
 	}
 	if *withSim {
 		stopSim, err := startSim(stderr)

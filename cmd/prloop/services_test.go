@@ -208,10 +208,15 @@ func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 	assert.Equal(t, msg.Header.Get("Nats-Msg-Id"), e.ID())
 	assert.Equal(t, "Acme/socket.io#7", d.Ref().String())
 
-	// The operator commands against the running prloop.
+	// The operator commands against the running prloop, and its simulator
+	// (which prloop watch asks whether the PR is open).
+	simRE := regexp.MustCompile(`GitHub simulator at (\S+) with .*reviewer token for alice: (\S+)`)
+	sim := simRE.FindStringSubmatch(p.Stderr.String())
+	require.NotNil(t, sim, "the simulator's URL and tokens are printed")
 	cli := func(args ...string) *proctest.Process {
 		t.Helper()
-		c := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url, "PRLOOP_DATA_DIR=" + dataDir}, args...)
+		c := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url, "PRLOOP_DATA_DIR=" + dataDir,
+			"PRLOOP_GITHUB_API_URL=" + sim[1], "GITHUB_TOKEN=" + sim[2], "GH_TOKEN="}, args...)
 		exited, err := c.Wait(30 * time.Second)
 		require.True(t, exited, "prloop %v did not finish", args)
 		require.NoError(t, err, "prloop %v: %s", args, c.Stderr.String())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
 )
 
 func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -18,8 +20,9 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	worktree := fs.String("worktree", "", "a local checkout of the PR branch the agent may work in")
 	contextPath := fs.String("context", "", "spec or plan material for the agent's prompt (e.g. .specify/)")
+	check := fs.Bool("check", true, "first ask GitHub that the PR exists and is open (needs GITHUB_TOKEN, GH_TOKEN or 'gh auth login'); -check=false publishes without asking")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: prloop watch owner/repo#N [-worktree PATH] [-context PATH]\n\nAsks a running prloop (at $PRLOOP_NATS_URL, default %s) to watch a pull\nrequest: it publishes a PRWatchRequested event. Accepts owner/repo#N or a PR URL.\n\n", defaultNATSURL)
+		fmt.Fprintf(stderr, "Usage: prloop watch owner/repo#N [-worktree PATH] [-context PATH] [-check=false]\n\nAsks a running prloop (at $PRLOOP_NATS_URL, default %s) to watch a pull\nrequest: it checks with GitHub that the PR exists and is open, then\npublishes a PRWatchRequested event. Accepts owner/repo#N or a PR URL.\n\n", defaultNATSURL)
 		fs.PrintDefaults()
 	}
 	pr, err := parsePRArg(fs, args)
@@ -48,6 +51,11 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer conn.Close(context.Background())
+	if *check {
+		if err := checkWatchable(ctx, pr); err != nil {
+			return err
+		}
+	}
 	d := &events.WatchRequested{Base: events.Base{PR: pr}, Worktree: *worktree, ContextPath: *contextPath, Actor: "cli"}
 	e, dup, err := events.NewEmitter(conn.JS, events.PublisherCLI).Emit(ctx, d, time.Now().UTC().Format(time.RFC3339))
 	if err != nil {
@@ -58,6 +66,27 @@ func runWatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	}
 	fmt.Fprintf(stdout, "watching %s (event %s)\n", pr, e.ID())
+	return nil
+}
+
+// checkWatchable asks GitHub whether pr exists and is open: a watch of a
+// PR that is not would show it waiting for review for ever.
+func checkWatchable(ctx context.Context, pr ghref.PR) error {
+	c, err := cliGitHub(ctx)
+	if err != nil {
+		return fmt.Errorf("cannot check %s with GitHub: %w; or skip the check with -check=false", pr, err)
+	}
+	p, err := c.GetPull(ctx, pr)
+	switch {
+	case errors.Is(err, github.ErrNotFound):
+		return fmt.Errorf("%s: no such pull request on GitHub, or the token cannot see it: %w", pr, err)
+	case err != nil:
+		return fmt.Errorf("check %s with GitHub: %w", pr, err)
+	case p.GetMerged():
+		return fmt.Errorf("%s is merged: prloop watches open pull requests", pr)
+	case p.GetState() != "open":
+		return fmt.Errorf("%s is %s: prloop watches open pull requests; reopen it first", pr, p.GetState())
+	}
 	return nil
 }
 

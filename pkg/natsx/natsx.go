@@ -84,6 +84,9 @@ func Connect(ctx context.Context, opts Options) (*Conn, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		// Asynchronous errors (a refused publish) go to the log, not to
+		// the NATS client's default: a raw line on stderr.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { log.Warn("nats error", "err", err) }),
 	}
 	url := opts.URL
 	if url == "" {

@@ -3,6 +3,7 @@ package poller
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -75,6 +76,12 @@ func (c Config) StatusOptions() StatusOptions {
 		Context: c.StatusContext, Coalesce: c.StatusCoalesce, DryRun: c.DryRun,
 		Line: prstatus.Options{MaxFixCycles: c.MaxFixCycles, Label: c.EscalationLabel},
 	}
+}
+
+// Discovers reports whether PRLOOP_REPOS names a repository whose open
+// PRs are watched without a watch request.
+func (c Config) Discovers() bool {
+	return slices.ContainsFunc(c.Repos, func(r string) bool { return strings.TrimSpace(r) != "" })
 }
 
 // Validate checks the configuration; errors name the variable.

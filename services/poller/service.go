@@ -55,12 +55,21 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 		NewPRs:  WatchNewPRs(prs),
 		Metrics: metrics.NewPoller(rt.Registry),
 	})
+	if !cfg.Discovers() {
+		log.Warn(NoReposWarning)
+	}
 	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
 	if cfg.WebhookSecret != "" {
 		rt.Handle("POST /webhook", WebhookHandler([]byte(cfg.WebhookSecret.Reveal()), s, rt.Log.With("component", "webhook")))
 	}
 	return s, nil
 }
+
+// NoReposWarning is logged at start when PRLOOP_REPOS names no
+// repository: a legitimate setup (an orchestrator asks for each PR), and a
+// silent one for whoever forgot to set it.
+const NoReposWarning = "PRLOOP_REPOS is empty: prloop discovers no PRs and watches only those named by 'prloop watch', 'prloop open' or a PRWatchRequested event " +
+	"(a webhook only hurries a PR already watched); set PRLOOP_REPOS=owner/repo,… to watch every open PR of those repositories"
 
 // StatusWriter is the poller's commit status writer (nil when
 // PRLOOP_POST_STATUS is off).
