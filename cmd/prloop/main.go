@@ -13,9 +13,6 @@ import (
 	"github.com/prloop/prloop/pkg/sandbox"
 )
 
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
-
 const usage = `prloop closes the loop after a coding agent opens a pull request: it waits
 for review, hands change requests back to the agent, checks the fix was
 pushed, merges what is approved and calls a human when the loop is stuck.
@@ -87,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "nats-keys":
 		return runNATSKeys(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintln(stdout, "prloop", version)
+		fmt.Fprintln(stdout, "prloop", versionString())
 		return nil
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
