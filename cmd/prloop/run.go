@@ -45,6 +45,7 @@ func runAll(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prloop run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	withSim := fs.Bool("sim", false, "run against an in-process GitHub simulator with a demo repository instead of GitHub (no token needed)")
+	simData := fs.String("data", "", "with -sim: the data directory (NATS, records, workspaces); default a new temporary one each run, unless PRLOOP_DATA_DIR is set")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, "Usage: prloop run [-sim]\n\nRuns the poller, feedback, merger and escalator services in one process,\nagainst GitHub (GITHUB_TOKEN or GH_TOKEN or 'gh auth token', PRLOOP_REPOS)\nor, with -sim, against a local GitHub simulator.\n\nFlags:\n")
 		fs.PrintDefaults()
@@ -62,8 +63,11 @@ func runAll(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := checkEnv(os.Environ(), knownVars()); err != nil {
 		return err
 	}
+	if *simData != "" && !*withSim {
+		return fmt.Errorf("%w: -data goes with -sim (without it, set PRLOOP_DATA_DIR)", errUsage)
+	}
 	if *withSim {
-		stopSim, err := startSim(stderr)
+		stopSim, err := startSim(stderr, *simData)
 		if err != nil {
 			return err
 		}
