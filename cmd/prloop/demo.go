@@ -90,7 +90,16 @@ the other is never reviewed and is escalated to a human.
 	if err != nil {
 		return fmt.Errorf("create demo directory: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	// A failed demo keeps its directory (the services' log, the simulator's
+	// repositories) for whoever looks into it.
+	failed := true
+	defer func() {
+		if failed {
+			fmt.Fprintf(stdout, "kept %s for a look (the services' log is prloop.log)\n", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
 	w, err := newDemoWorld(dir)
 	if err != nil {
 		return err
@@ -197,8 +206,20 @@ the other is never reviewed and is escalated to a human.
 	case <-served:
 	case <-time.After(15 * time.Second):
 	}
+	failed = result != nil
+	if result == nil && !*keep {
+		fmt.Fprint(stdout, demoNext)
+	}
 	return result
 }
+
+// demoNext is what to try after a demo that ended well.
+const demoNext = `
+Next:
+  prloop demo -keep   the same, then keeps running: watch the events, the web page and prloop explain
+  prloop run -sim     the services against a simulator you drive yourself, as the reviewer alice
+  prloop run          against GitHub: GITHUB_TOKEN=… PRLOOP_REPOS=owner/repo (README: "Running it for real")
+`
 
 func newDemoWorld(dir string) (*demoWorld, error) {
 	sim, err := ghsim.New(ghsim.Options{Dir: filepath.Join(dir, "github"), RealClock: true,

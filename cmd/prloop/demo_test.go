@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -42,16 +43,90 @@ func TestDemo_PlaysTheWholeLoop(t *testing.T) {
 	assert.Contains(t, out, "Both PRs reached their end.")
 	assert.Regexp(t, `squash-merged as [0-9a-f]{7}; main now ends in [0-9a-f]{7}`, out)
 
-	// prloop's commit status moves with the PR (a burst may skip a line).
-	for _, want := range []string{
-		`(?m)^demo/widgets#2  status  pending  waiting for review$`, // #1: alice's 👀 follows within the coalescing window
-		`(?m)^demo/widgets#1  status  pending  changes requested by alice — agent fixing \(cycle 1 of 2\)$`,
-		`(?m)^demo/widgets#1  status  success  merged as [0-9a-f]{7}$`,
-		`(?m)^demo/widgets#2  status  error  needs a human: review timeout \(label human-review-required\)$`,
-	} {
-		assert.Regexp(t, want, out)
+	// prloop's commit status moves with the PR. Writes are coalesced per
+	// PR, so a line that the next change follows within the window may be
+	// skipped (alice's 👀, or the agent's fix right after her change
+	// request): the lines written are, in order, some of those the PR went
+	// through, ending where it ended.
+	statuses := func(pr string) []string {
+		var lines []string
+		for _, line := range strings.Split(out, "\n") {
+			if rest, ok := strings.CutPrefix(line, pr+"  status  "); ok {
+				lines = append(lines, regexp.MustCompile(`[0-9a-f]{7}$`).ReplaceAllString(rest, "<sha>"))
+			}
+		}
+		return lines
 	}
+	assertSubsequence(t, []string{
+		"pending  waiting for review", "pending  👀 alice is reviewing",
+		"pending  changes requested by alice — agent fixing (cycle 1 of 2)", "pending  waiting for review",
+		"success  merged as <sha>",
+	}, statuses("demo/widgets#1"), "demo/widgets#1's status lines")
+	assert.Equal(t, []string{"pending  waiting for review", "error  needs a human: review timeout (label human-review-required)"},
+		statuses("demo/widgets#2"))
 	assert.Less(t, strings.Index(out, "demo/widgets#1  status  success  merged as"), strings.Index(out, "Summary"), "the final status before the summary")
+	assert.Contains(t, out, demoNext, "what to try next")
+	assertREADMESample(t, out)
+}
+
+// assertSubsequence checks that got is all of want's last element and
+// some of the others, in want's order.
+func assertSubsequence(t *testing.T, want, got []string, what string) {
+	t.Helper()
+	i := 0
+	for _, g := range got {
+		for i < len(want) && want[i] != g {
+			i++
+		}
+		if i == len(want) {
+			assert.Fail(t, what+" out of order or unexpected", "want some of %q in order, got %q", want, got)
+			return
+		}
+		i++
+	}
+	if assert.NotEmpty(t, got, what) {
+		assert.Equal(t, want[len(want)-1], got[len(got)-1], what+": the last")
+	}
+}
+
+// assertREADMESample checks the README's sample of the demo's output
+// against out, the real demo's: each PR's events (type and text) in order,
+// the summary and what to try next, with commit ids and timings, which
+// differ from run to run, left out.
+func assertREADMESample(t *testing.T, out string) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(proctest.Root(t), "README.md"))
+	require.NoError(t, err)
+	const intro = "the real demo's output):\n\n```\n"
+	start := strings.Index(string(readme), intro)
+	require.GreaterOrEqual(t, start, 0, "README has no sample of the demo's output")
+	sample := string(readme)[start+len(intro):]
+	sample = sample[:strings.Index(sample, "```")]
+
+	sha := regexp.MustCompile(`\b[0-9a-f]{7}\b`)
+	took := regexp.MustCompile(`\(\d+(\.\d+)?s, (\d+) events\)`)
+	event := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3}\s+(\S+)\s+(\S+)\s+(.*)$`)
+	// shape is the text's events by PR, and its other lines but the
+	// status lines (a burst may skip one) and the machine's own (the log
+	// and the page's address).
+	shape := func(text string) (map[string][]string, []string) {
+		byPR, rest := map[string][]string{}, []string(nil)
+		for _, line := range strings.Split(text, "\n") {
+			line = took.ReplaceAllString(sha.ReplaceAllString(line, "<sha>"), "(<time>, $2 events)")
+			switch m := event.FindStringSubmatch(line); {
+			case m != nil:
+				byPR[m[1]] = append(byPR[m[1]], m[2]+" "+m[3])
+			case line == "", strings.Contains(line, "  status  "), strings.HasPrefix(line, "services log to "), strings.HasPrefix(line, "web page: "):
+			default:
+				rest = append(rest, line)
+			}
+		}
+		return byPR, rest
+	}
+	wantEvents, wantRest := shape(sample)
+	gotEvents, gotRest := shape(out)
+	assert.Equal(t, wantEvents, gotEvents, "the README's sample of the demo's events has drifted from the demo; paste a fresh run into README.md")
+	assert.Equal(t, wantRest, gotRest, "the README's sample of the demo's output has drifted from the demo; paste a fresh run into README.md")
 }
 
 // TestDemo_KeepShowsNothingAfterTheSummary runs `prloop demo -keep`, which
