@@ -63,11 +63,11 @@ func TestMayLand_TheRuleRowByRow(t *testing.T) {
 		{name: "finding 1: a head behind a non-strict base (mergeable_state clean) is not the tree main gets",
 			in: serial(func(l *landing) { l.BuiltOn = oldTip }), want: refusedTip, why: "built on 4444444"},
 		{name: "finding 2: an approval withdrawn by the reviewer's later change request",
-			in:   serial(func(l *landing) { l.Approval = ApprovalCheck{Why: "alice requested changes"} }), want: refusedApproval, why: "alice requested changes"},
+			in: serial(func(l *landing) { l.Approval = ApprovalCheck{Why: "alice requested changes"} }), want: refusedApproval, why: "alice requested changes"},
 		{name: "finding 3: a prefix whose own candidate is pending, though the next one is green",
 			in: speculative(func(l *landing) { l.Reports = reports(status("ci", "pending")) }), want: refusedChecks, why: "pending"},
 		{name: "finding 5: a check seen on the PR's head has not reported on its candidate",
-			in: speculative(func(l *landing) { l.Seen = []string{"build", "test"}; l.Reports = reports(status("build", "success")) }),
+			in:   speculative(func(l *landing) { l.Seen = []string{"build", "test"}; l.Reports = reports(status("build", "success")) }),
 			want: refusedChecks, why: "test (not reported)"},
 		{name: "finding 6: approved for main, the PR now targets release",
 			in: serial(func(l *landing) { l.Base = "release" }), want: refusedBase, why: "a new base needs a new approval"},
@@ -87,7 +87,10 @@ func TestMayLand_TheRuleRowByRow(t *testing.T) {
 		{name: "a check the base's rules require has not reported",
 			in: serial(func(l *landing) { l.Required = []string{"ci/build"} }), want: refusedChecks, why: "ci/build (not reported)"},
 		{name: "a PRLOOP_REQUIRED_CHECKS check failed beside a green one",
-			in:   serial(func(l *landing) { l.Required = []string{"lint"}; l.Reports = reports(status("ci", "success"), status("lint", "error")) }),
+			in: serial(func(l *landing) {
+				l.Required = []string{"lint"}
+				l.Reports = reports(status("ci", "success"), status("lint", "error"))
+			}),
 			want: refusedChecks, why: "lint"},
 		{name: "a check seen on an earlier candidate of the queue has not reported on this one",
 			in: speculative(func(l *landing) { l.Seen = []string{"ci", "e2e"} }), want: refusedChecks, why: "e2e (not reported)"},
@@ -98,7 +101,9 @@ func TestMayLand_TheRuleRowByRow(t *testing.T) {
 		{name: "serial: a repository with no CI, nothing required or ever seen",
 			in: serial(func(l *landing) { l.Seen = nil; l.Reports = reports() }), want: landAllowed},
 		{name: "prloop's own pending status holds nothing up",
-			in: serial(func(l *landing) { l.Reports = reports(status("ci", "success"), status(DefaultStatusContext, "pending")) }), want: landAllowed},
+			in: serial(func(l *landing) {
+				l.Reports = reports(status("ci", "success"), status(DefaultStatusContext, "pending"))
+			}), want: landAllowed},
 		{name: "PRLOOP_REQUIRE_CHECKS off: CI is not asked",
 			in: serial(func(l *landing) { l.RequireChecks = false; l.Reports = reports(status("ci", "pending")) }), want: landAllowed},
 		{name: "PRLOOP_REQUIRE_CHECKS off does not waive the tip",
