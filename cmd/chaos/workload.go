@@ -265,7 +265,7 @@ func (w *world) requestChanges(l *lifecycle, round int) {
 // for PRLOOP_CHECKS_TIMEOUT.
 func (w *world) runCI(ctx context.Context, l *lifecycle, state string) {
 	simci.ReportNew(ctx, 500*time.Millisecond, func() bool { return w.rec.ended(l.pr) }, func() []string { return []string{w.head(l)} },
-		func(sha string) error { return w.sim.SetStatus(l.repo, sha, "ci", state) })
+		func(sha string) error { return w.sim.SetStatus(l.repo, sha, ciContext, state) })
 }
 
 func (w *world) waitTerminal(ctx context.Context, l *lifecycle) {
