@@ -21,7 +21,7 @@ const ciContext = "ci"
 // only counted; a commit the simulator did not move main to (a push over
 // git) is a violation, since nothing but a merge should move it.
 func (w *world) checkTested() {
-	merges, pushes := 0, 0
+	merges, pushes, untested := 0, 0, 0
 	for i := range w.o.repos {
 		repo := ghref.Repo{Owner: owner, Name: fmt.Sprintf("r%d", i)}
 		bad, m, p, err := w.testedMoves(repo)
@@ -32,9 +32,9 @@ func (w *world) checkTested() {
 		for _, b := range bad {
 			w.rep.violate("main only moves to a tree CI passed", repo.String(), b)
 		}
-		merges, pushes = merges+m, pushes+p
+		merges, pushes, untested = merges+m, pushes+p, untested+len(bad)
 	}
-	w.rep.note("main moved %d times by a merge, each to a tree CI passed before, and %d times by a human's push", merges, pushes)
+	w.rep.note("main moved %d times by a merge (%d of them not to a tree CI passed before) and %d times by a human's push", merges, untested, pushes)
 }
 
 // testedMoves reads repo's main, the simulator's record of its moves and
