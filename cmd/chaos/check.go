@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 )
 
@@ -51,6 +52,7 @@ func (w *world) check(ctx context.Context, ls []*lifecycle, pr *probe, scan *cmd
 		w.checkLifecycle(l, writes)
 	}
 	w.checkRuns()
+	w.checkTested()
 	for _, p := range append(append([]*proc(nil), w.cl.nodes...), w.procs...) {
 		if n := p.selfExits(); n > 0 {
 			rep.note("%s exited on its own %d time(s) (restarted a second later): see %s/%s.*.log", p.name, n, filepath.Base(p.logs), p.name)
@@ -228,7 +230,12 @@ func (w *world) approvedAt(l *lifecycle, head string, t time.Time) string {
 }
 
 func (w *world) git(l *lifecycle, args ...string) (string, error) {
-	cmd := exec.Command("git", append([]string{"--git-dir", w.sim.GitDir(l.repo)}, args...)...)
+	return w.gitIn(l.repo, args...)
+}
+
+// gitIn runs git in the simulator's repository repo.
+func (w *world) gitIn(repo ghref.Repo, args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"--git-dir", w.sim.GitDir(repo)}, args...)...)
 	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)

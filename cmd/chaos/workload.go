@@ -89,6 +89,16 @@ func (w *world) setupRepos() error {
 				return err
 			}
 		}
+		// Every other repository requires ci by a ruleset, as GitHub's
+		// default leaves it: not strict, so a PR behind main is "clean"
+		// and only prloop's own comparison keeps it from landing untested.
+		// The others have no rule: prloop learns what CI runs from the
+		// heads.
+		if i%2 == 0 {
+			if err := w.sim.SetRuleset(repo, "main", ghsim.RequiredChecks{Contexts: []string{ciContext}}); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -118,6 +128,10 @@ func (w *world) runWorkload(ctx context.Context) []*lifecycle {
 				l.note("open: %v", err)
 				return
 			}
+			if l.kind != withdrawn && l.kind != flakyChecks {
+				// Those two set ci themselves, and run it later.
+				go w.runCI(ctx, l, "success")
+			}
 			w.drive(ctx, l)
 			w.waitTerminal(ctx, l)
 		}()
@@ -140,7 +154,7 @@ func (w *world) open(l *lifecycle) error {
 	}
 	l.pr, l.opened = pr, time.Now()
 	if l.kind == withdrawn || l.kind == flakyChecks {
-		return w.sim.SetStatus(l.repo, w.head(l), "ci", "pending")
+		return w.sim.SetStatus(l.repo, w.head(l), ciContext, "pending")
 	}
 	return nil
 }
@@ -204,7 +218,7 @@ func (w *world) drive(ctx context.Context, l *lifecycle) {
 	case flakyChecks:
 		w.approve(l)
 		pause()
-		if err := w.sim.SetStatus(l.repo, w.head(l), "ci", "failure"); err != nil {
+		if err := w.sim.SetStatus(l.repo, w.head(l), ciContext, "failure"); err != nil {
 			l.note("ci failure: %v", err)
 		}
 		pause()
@@ -265,7 +279,7 @@ func (w *world) requestChanges(l *lifecycle, round int) {
 // for PRLOOP_CHECKS_TIMEOUT.
 func (w *world) runCI(ctx context.Context, l *lifecycle, state string) {
 	simci.ReportNew(ctx, 500*time.Millisecond, func() bool { return w.rec.ended(l.pr) }, func() []string { return []string{w.head(l)} },
-		func(sha string) error { return w.sim.SetStatus(l.repo, sha, "ci", state) })
+		func(sha string) error { return w.sim.SetStatus(l.repo, sha, ciContext, state) })
 }
 
 func (w *world) waitTerminal(ctx context.Context, l *lifecycle) {

@@ -158,6 +158,7 @@ func (s *Sim) PushCommitDated(repo ghref.Repo, branch, author string, files map[
 	}
 	rp.pushed = now
 	rp.ver++
+	rp.moves = append(rp.moves, BranchMove{Branch: branch, From: from, To: sha, At: now, Via: "push by " + u.login})
 	for _, p := range rp.order {
 		if p.headRef == branch || p.baseRef == branch {
 			rp.refreshLocked(p, now)
@@ -446,29 +447,93 @@ func (s *Sim) SetStatuses(repo ghref.Repo, sha, state string, contexts ...string
 
 // StatusRecord is one commit status as it was set.
 type StatusRecord struct {
+	// SHA is the commit it was set on.
+	SHA                                    string
 	Context, State, Description, TargetURL string
 	// Creator is the login of whoever set it through the API ("" when set
 	// with SetStatus).
 	Creator string
+	// Created is when it was set, by the simulator's clock.
+	Created time.Time
 }
 
 // StatusHistory returns every status set on sha for context (all contexts
 // when context is ""), oldest first, like GitHub's list of a ref's statuses
 // read backwards.
 func (s *Sim) StatusHistory(repo ghref.Repo, sha, context string) ([]StatusRecord, error) {
-	rp, err := s.repoFor(repo)
+	return readRepo(s, repo, func(rp *repository) (out []StatusRecord) {
+		for _, st := range rp.statusLog[sha] {
+			if context == "" || st.context == context {
+				out = append(out, st.record(sha))
+			}
+		}
+		return out
+	})
+}
+
+// readRepo returns what read finds in the repository ref, under the repository's lock.
+func readRepo[T any](s *Sim, ref ghref.Repo, read func(rp *repository) T) (T, error) {
+	rp, err := s.repoFor(ref)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	var out []StatusRecord
-	for _, st := range rp.statusLog[sha] {
-		if context == "" || st.context == context {
-			out = append(out, StatusRecord{Context: st.context, State: st.state, Description: st.description, TargetURL: st.targetURL, Creator: st.creator})
-		}
+	return read(rp), nil
+}
+
+// record is st, set on sha, as StatusHistory and Statuses return it.
+func (st *commitStatus) record(sha string) StatusRecord {
+	return StatusRecord{
+		SHA: sha, Context: st.context, State: st.state, Description: st.description, TargetURL: st.targetURL,
+		Creator: st.creator, Created: st.created,
 	}
-	return out, nil
+}
+
+// Statuses returns every status set on any commit of repo for context
+// (all contexts when context is ""), in the order they were set: what a
+// CI reported, and when, for a check that compares it with when a branch
+// moved (BranchMoves).
+func (s *Sim) Statuses(repo ghref.Repo, context string) ([]StatusRecord, error) {
+	return readRepo(s, repo, func(rp *repository) (out []StatusRecord) {
+		for sha, log := range rp.statusLog {
+			for _, st := range log {
+				if context == "" || st.context == context {
+					out = append(out, st.record(sha))
+				}
+			}
+		}
+		slices.SortStableFunc(out, func(a, b StatusRecord) int { return a.Created.Compare(b.Created) })
+		return out
+	})
+}
+
+// BranchMove is one move of a branch that the simulator made itself: a
+// merge (of the base), an update-branch (of the head), a PushCommit.
+// Pushes over git's HTTP protocol go to git directly and are not among
+// them.
+type BranchMove struct {
+	Branch, From, To string
+	// At is the simulator's clock right before the ref moved: whatever was
+	// reported before At was there to see before the move.
+	At time.Time
+	// Via says what moved it: "merge of #3", "update-branch of #3",
+	// "push by bob".
+	Via string
+}
+
+// BranchMoves returns the moves of branch in repo the simulator made,
+// oldest first.
+func (s *Sim) BranchMoves(repo ghref.Repo, branch string) ([]BranchMove, error) {
+	return readRepo(s, repo, func(rp *repository) (out []BranchMove) {
+		for _, m := range rp.moves {
+			if m.Branch == branch {
+				out = append(out, m)
+			}
+		}
+		return out
+	})
 }
 
 // SetCheckRun creates or updates the check run name on sha (or a branch):
@@ -670,3 +735,7 @@ func (s *Sim) IssueComments(ref ghref.PR) ([]CommentSnapshot, error) {
 	}
 	return out, nil
 }
+
+// repository is the simulator's repository type, named where a parameter
+// called repo would hide it.
+type repository = repo

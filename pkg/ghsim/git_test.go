@@ -303,3 +303,43 @@ func TestBranchesAndTree(t *testing.T) {
 	_, err = e.sim.Branches(ghref.Repo{Owner: "octo", Name: "missing"})
 	require.Error(t, err)
 }
+
+// TestBranchMoves_RecordsWhatMovedABranchAndWhen: the simulator's record
+// of the moves it made (a push, an update-branch, a merge), each with the
+// clock right before it, and of every status with when it was set: what
+// the chaos suite compares to say main only moved to a tree CI passed.
+func TestBranchMoves_RecordsWhatMovedABranchAndWhen(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	start := e.sim.Now()
+	tip0 := git(t, e.sim.GitDir(e.repo), "rev-parse", "main")
+	head0 := getPull(t, e, 1).Head.SHA
+	e.sim.Advance(time.Minute)
+	tip1, err := e.sim.PushCommit(e.repo, "main", "octo", map[string]string{"other.txt": "o\n"}, "Other")
+	require.NoError(t, err)
+	e.sim.Advance(time.Minute)
+	require.Equal(t, 202, call(t, e.srv, "PUT", "/repos/octo/socket.io/pulls/1/update-branch", tokBot, nil).StatusCode)
+	head1 := getPull(t, e, 1).Head.SHA
+	e.sim.Advance(time.Minute)
+	require.NoError(t, e.sim.SetStatus(e.repo, head1, "ci", "success"))
+	e.sim.Advance(time.Minute)
+	r := call(t, e.srv, "PUT", "/repos/octo/socket.io/pulls/1/merge", tokBot, map[string]string{"sha": head1, "merge_method": "squash"})
+	require.Equal(t, 200, r.StatusCode, "%s", r.body)
+	var m struct{ SHA string }
+	r.json(t, &m)
+
+	moves, err := e.sim.BranchMoves(e.repo, "main")
+	require.NoError(t, err)
+	assert.Equal(t, []ghsim.BranchMove{
+		{Branch: "main", From: tip0, To: tip1, At: start.Add(time.Minute), Via: "push by octo"},
+		{Branch: "main", From: tip1, To: m.SHA, At: start.Add(4 * time.Minute), Via: "merge of #1"},
+	}, moves)
+	moves, err = e.sim.BranchMoves(e.repo, "feature")
+	require.NoError(t, err)
+	require.Len(t, moves, 2, "the push that made it, its update")
+	assert.Equal(t, ghsim.BranchMove{Branch: "feature", From: head0, To: head1, At: start.Add(2 * time.Minute), Via: "update-branch of #1"}, moves[1])
+
+	sts, err := e.sim.Statuses(e.repo, "ci")
+	require.NoError(t, err)
+	assert.Equal(t, []ghsim.StatusRecord{{SHA: head1, Context: "ci", State: "success", Created: start.Add(3 * time.Minute)}}, sts)
+}

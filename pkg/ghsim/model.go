@@ -248,9 +248,12 @@ type repo struct {
 	// keeps them all and lists them; the combined status shows the latest
 	// per context).
 	statusLog map[string][]*commitStatus
-	checks    map[string][]*checkRun
-	checkLog  map[string][]checkRun   // every write of a check run per sha, as written
-	rules     map[string]*branchRules // branch -> its ruleset's required checks (SetRuleset)
+	// moves is every move of a branch the simulator made itself (a merge,
+	// an update-branch, PushCommit), oldest first: BranchMoves.
+	moves    []BranchMove
+	checks   map[string][]*checkRun
+	checkLog map[string][]checkRun   // every write of a check run per sha, as written
+	rules    map[string]*branchRules // branch -> its ruleset's required checks (SetRuleset)
 	// protection is classic branch protection per branch (SetBranchProtection).
 	protection map[string]*branchRules
 	merges     map[[2]string]mergeInfo

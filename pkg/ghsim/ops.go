@@ -747,6 +747,7 @@ func (s *Sim) merge(rp *repo, p *pr, u *user, in mergeIn, now time.Time) (string
 		}
 	}
 	_ = body
+	movedAt := s.Now()
 	if err := s.updateRef(rp.dir, "refs/heads/"+baseRef, newSHA, base); err != nil {
 		if errors.Is(err, errStale) {
 			return "", apiErr(409, "Base branch was modified. Review and try the merge again.")
@@ -755,6 +756,7 @@ func (s *Sim) merge(rp *repo, p *pr, u *user, in mergeIn, now time.Time) (string
 	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
+	rp.moves = append(rp.moves, BranchMove{Branch: baseRef, From: base, To: newSHA, At: movedAt, Via: fmt.Sprintf("merge of #%d", number)})
 	p.state, p.merged, p.mergedAt, p.closed, p.mergedBy, p.mergeSHA = "closed", true, now, now, u, newSHA
 	p.baseSHA = newSHA
 	p.touch(now)
@@ -807,6 +809,7 @@ func (s *Sim) updateBranch(rp *repo, p *pr, u *user, expected string, now time.T
 	if err != nil {
 		return err
 	}
+	movedAt := s.Now()
 	if err := s.updateRef(rp.dir, "refs/heads/"+headRef, newSHA, head); err != nil {
 		if errors.Is(err, errStale) {
 			return apiErr(422, "expected head sha didn’t match current head ref.")
@@ -814,6 +817,7 @@ func (s *Sim) updateBranch(rp *repo, p *pr, u *user, expected string, now time.T
 		return err
 	}
 	rp.mu.Lock()
+	rp.moves = append(rp.moves, BranchMove{Branch: headRef, From: head, To: newSHA, At: movedAt, Via: fmt.Sprintf("update-branch of #%d", p.number)})
 	rp.refreshLocked(p, now)
 	rp.mu.Unlock()
 	return nil

@@ -69,8 +69,9 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			}
 		}
 		var checks Checks
+		var reports ChecksInput // what checks judged: mayLand judges it again
 		if s.cfg.RequireChecks && live && v.HeadSHA == st.Head {
-			if checks, err = s.checks(ctx, &st, v.HeadSHA); err != nil {
+			if reports, checks, err = s.checks(ctx, &st, v.HeadSHA); err != nil {
 				return s.retryLater(ctx, &st, err, log)
 			}
 			if err := s.announceWaiting(ctx, &st, checks); err != nil {
@@ -130,7 +131,12 @@ func (s *Service) process(ctx context.Context, st stored) error {
 				log.Info("dry run: would merge", "method", s.cfg.MergeMethod, "sha", v.HeadSHA, "title", commitTitle(p))
 				return s.dryRunMerged(ctx, st, log)
 			}
-			done, err := s.merge(ctx, &st, p, head.tree, log)
+			l := landing{
+				Head: v.HeadSHA, Approved: st.Head, Base: v.BaseRef, ApprovedBase: st.Base, Approval: approval,
+				Tested: v.HeadSHA, TestedHead: v.HeadSHA, BuiltOn: head.mergeBase,
+				RequireChecks: s.cfg.RequireChecks, Required: reports.Required, Seen: reports.Seen, Reports: reports,
+			}
+			done, err := s.merge(ctx, &st, p, l, head.tree, log)
 			if done || err != nil {
 				return err
 			}
@@ -252,24 +258,27 @@ func (s *Service) announceUpdate(ctx context.Context, st *stored) error {
 
 // checks evaluates head's checks against those the base requires and those
 // seen on the PR's earlier heads, and remembers in the entry what reported
-// on this one.
-func (s *Service) checks(ctx context.Context, st *stored, head string) (Checks, error) {
+// on this one. It returns what it judged, with what was expected of the
+// head (Required, Seen), and the verdict.
+func (s *Service) checks(ctx context.Context, st *stored, head string) (ChecksInput, Checks, error) {
 	repo := st.PR.RepoRef()
 	required, err := s.requiredChecks(ctx, repo, st.Base)
 	if err != nil {
-		return Checks{}, err
+		return ChecksInput{}, Checks{}, err
 	}
-	c, err := s.evaluateChecks(ctx, repo, head, required, st.SeenChecks)
+	in, err := s.readChecks(ctx, repo, head)
 	if err != nil {
-		return Checks{}, err
+		return ChecksInput{}, Checks{}, err
 	}
+	in.Required, in.Seen = required, st.SeenChecks
+	c := EvaluateChecks(in)
 	if seen := union(st.SeenChecks, c.Reported); len(seen) > len(st.SeenChecks) {
 		st.SeenChecks = seen
 		if err := s.q.save(ctx, st); err != nil {
-			return Checks{}, err
+			return ChecksInput{}, Checks{}, err
 		}
 	}
-	return c, nil
+	return in, c, nil
 }
 
 // requiredChecks returns the checks base requires: its branch rules' and
@@ -284,17 +293,6 @@ func (s *Service) requiredChecks(ctx context.Context, repo ghref.Repo, base stri
 		return nil, fmt.Errorf("required checks of %s of %s: %w", base, repo, err)
 	}
 	return union(required, s.cfg.requiredChecks()), nil
-}
-
-// evaluateChecks reads the statuses and check runs of sha and judges them
-// against required and the checks seen before (EvaluateChecks).
-func (s *Service) evaluateChecks(ctx context.Context, repo ghref.Repo, sha string, required, seen []string) (Checks, error) {
-	in, err := s.readChecks(ctx, repo, sha)
-	if err != nil {
-		return Checks{}, err
-	}
-	in.Required, in.Seen = required, seen
-	return EvaluateChecks(in), nil
 }
 
 // readChecks reads what EvaluateChecks looks at on sha, but for what is
@@ -373,10 +371,20 @@ func (s *Service) updateBranch(ctx context.Context, st *stored, p *gh.PullReques
 	return false, nil
 }
 
-// merge merges the head Decide found ready, whose tree is tree. It reports
-// done when the entry left the queue.
-func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, tree string, log *slog.Logger) (bool, error) {
+// merge merges the head Decide found ready, whose tree is tree, when
+// mayLand lets it: l is the landing as the pass read it, and merge reads
+// the base tip last, right before the merge call. It reports done when the
+// entry left the queue.
+func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, l landing, tree string, log *slog.Logger) (bool, error) {
 	head := p.GetHead().GetSHA()
+	tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
+	if err != nil {
+		return true, s.retryLater(ctx, st, err, log)
+	}
+	l.Tip = tip.GetSHA()
+	if v := mayLand(l); !v.ok() {
+		return s.withheld(ctx, st, v, log)
+	}
 	st.MergingHead = head
 	if err := s.q.save(ctx, st); err != nil {
 		return true, s.saved(err)
@@ -408,6 +416,9 @@ type headVsBase struct {
 	behind bool
 	// tree is the head's tree: what a merge of it must leave on the base.
 	tree string
+	// mergeBase is the newest commit of the base the head contains: the
+	// tip when the head is up to date, the tip it was built on.
+	mergeBase string
 }
 
 // compareWithBase compares head with the tip of the entry's base on
@@ -423,7 +434,7 @@ func (s *Service) compareWithBase(ctx context.Context, st stored, head string) (
 	if c.BaseSHA != head || c.BaseTree == "" {
 		return headVsBase{}, fmt.Errorf("compare %s with %s of %s: GitHub answered for %s", ghref.ShortSHA(head), st.Base, st.PR, ghref.ShortSHA(c.BaseSHA))
 	}
-	return headVsBase{behind: c.AheadBy > 0, tree: c.BaseTree}, nil
+	return headVsBase{behind: c.AheadBy > 0, tree: c.BaseTree, mergeBase: c.MergeBaseSHA}, nil
 }
 
 // landed finishes a merge prloop made of the entry's MergingHead: main's
@@ -478,12 +489,32 @@ func (s *Service) treeOf(ctx context.Context, st stored, sha string) (string, er
 // after the poll interval, until PRLOOP_MERGE_RETRIES runs out. It reports
 // done when the entry left the queue or changed.
 func (s *Service) refused(ctx context.Context, st *stored, what string, err error, log *slog.Logger) (bool, error) {
+	return s.refusedBy(ctx, st, "GitHub", what, err, log)
+}
+
+// withheld handles a merge mayLand refused right before the merge call. A
+// withdrawn approval, or one for another base, makes the entry leave, as
+// Decide would have; anything
+// else (the base tip moved since it was compared, the PR changed since it
+// was read) is counted like a merge GitHub refused and looked at again
+// after the poll interval, when the next pass decides what to do next
+// (update, wait, rebuild). It reports done when the entry left the queue
+// or changed.
+func (s *Service) withheld(ctx context.Context, st *stored, v landVerdict, log *slog.Logger) (bool, error) {
+	if v.Refusal == refusedApproval || v.Refusal == refusedBase {
+		return true, s.drop(ctx, *st, v.Reason, v.Why, log)
+	}
+	return s.refusedBy(ctx, st, "prloop's merge rule", "merge", fmt.Errorf("%s: %s", v.Refusal, v.Why), log)
+}
+
+// refusedBy is refused by who (GitHub, or prloop's own rule).
+func (s *Service) refusedBy(ctx context.Context, st *stored, who, what string, err error, log *slog.Logger) (bool, error) {
 	st.Refusals++
 	st.LastError = err.Error()
 	if st.Refusals > s.cfg.MergeRetries {
-		return true, s.fail(ctx, *st, events.ReasonNotMergeable, fmt.Sprintf("GitHub refused the %s %d times: %v", what, st.Refusals, err), log)
+		return true, s.fail(ctx, *st, events.ReasonNotMergeable, fmt.Sprintf("%s refused the %s %d times: %v", who, what, st.Refusals, err), log)
 	}
-	log.Info("GitHub refused; re-checking the PR", "what", what, "err", err, "attempt", st.Refusals, "of", s.cfg.MergeRetries+1)
+	log.Info(who+" refused; re-checking the PR", "what", what, "err", err, "attempt", st.Refusals, "of", s.cfg.MergeRetries+1)
 	if err := s.q.save(ctx, st); err != nil {
 		return true, s.saved(err)
 	}

@@ -291,7 +291,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	}); err != nil {
 		return retry(err)
 	}
-	judged, seen := judgeCandidates(inputs, required, batch.SeenChecks, headChecks(riders[:kept]))
+	judged, judgedOn, seen := judgeCandidates(inputs, required, batch.SeenChecks, headChecks(riders[:kept]))
 	if n := greenPrefix(judged); n > 0 {
 		// About to trust a green candidate: what reported on the heads it
 		// carries is expected of it too, read now, when CI on those heads
@@ -304,7 +304,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 			return retry(err)
 		}
 		if grew {
-			judged, seen = judgeCandidates(inputs, required, batch.SeenChecks, headChecks(riders[:kept]))
+			judged, judgedOn, seen = judgeCandidates(inputs, required, batch.SeenChecks, headChecks(riders[:kept]))
 		}
 	}
 	copy(checks, judged)
@@ -333,7 +333,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 		if _, err := sp.save(ctx, next, rev); err != nil {
 			return false, err
 		}
-		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], baseSHA)
+		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], judgedOn[:d.Merge], baseSHA)
 	}
 	if !d.Stack {
 		// Built in the scratch repository only; the next pass, after the
@@ -849,20 +849,22 @@ func (sp *speculation) emit(ctx context.Context, c Candidate, state, base, baseS
 // registered a check on candidate 1 and not yet on candidate 2, and on the
 // heads of the PRs it carries (heads[i] for the PR of candidate i): with
 // no rule naming them, a check that ran on a PR's own head is how prloop
-// knows CI has it. It returns the verdicts and every check seen on a
-// candidate so far.
-func judgeCandidates(inputs []ChecksInput, required, seen []string, heads [][]string) ([]Checks, []string) {
+// knows CI has it. It returns the verdicts, what each was judged on (the
+// input with what was expected of the candidate: mayLand judges it again
+// right before the merge), and every check seen on a candidate so far.
+func judgeCandidates(inputs []ChecksInput, required, seen []string, heads [][]string) ([]Checks, []ChecksInput, []string) {
 	out := make([]Checks, len(inputs))
+	on := make([]ChecksInput, len(inputs))
 	var carried []string
 	for i, in := range inputs {
 		if i < len(heads) {
 			carried = union(carried, heads[i])
 		}
 		in.Required, in.Seen = required, union(seen, carried)
-		out[i] = candidateChecks(in)
+		on[i], out[i] = in, candidateChecks(in)
 		seen = union(seen, out[i].Reported)
 	}
-	return out, seen
+	return out, on, seen
 }
 
 // greenPrefix returns how many candidates, from the first, chooseMerge
@@ -926,13 +928,15 @@ func candidateChecks(in ChecksInput) Checks {
 	return c
 }
 
-// mergeUpTo merges the riders whose candidates a green candidate proved,
-// in order. Before each merge it re-reads GitHub: the PR must still be
-// open on the tested head with its approval standing, and the base where
-// the previous merge (or the batch) left it; otherwise it stops, and the
-// next pass rebuilds. After each merge, main's tree must be the
-// candidate's.
-func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Candidate, baseSHA string) error {
+// mergeUpTo merges the riders whose own candidates are green, in order;
+// judged holds what each candidate's checks were judged on. Before each
+// merge it re-reads GitHub (the PR, its approval, the base tip) and
+// mayLand decides: the PR still open on the tested head with its
+// approval standing for this base, the base where the previous merge (or
+// the batch) left it, the candidate green. Otherwise it stops, and the
+// next pass lets the PR leave or rebuilds. After each merge, main's tree
+// must be the candidate's.
+func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Candidate, judged []ChecksInput, baseSHA string) error {
 	s := sp.s
 	expect := baseSHA
 	for i, r := range riders {
@@ -943,23 +947,26 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 			return s.retryLater(ctx, &st, err, log)
 		}
 		v := ViewOf(p)
-		if !v.Open || v.Merged || v.HeadSHA != c.Head || v.BaseRef != st.Base {
+		if !v.Open || v.Merged {
 			return nil // the next pass lets it leave and rebuilds
 		}
-		approval, err := s.verify(ctx, st.PR, st.approvalOf(p), log)
-		if err != nil {
-			return s.retryLater(ctx, &st, err, log)
-		}
-		if !approval.Approved {
-			return s.drop(ctx, st, approval.Reason, "approval withdrawn: "+approval.Why, log)
+		var approval ApprovalCheck
+		if v.HeadSHA == st.Head {
+			if approval, err = s.verify(ctx, st.PR, st.approvalOf(p), log); err != nil {
+				return s.retryLater(ctx, &st, err, log)
+			}
 		}
 		tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
 		if err != nil {
 			return s.retryLater(ctx, &st, err, log)
 		}
-		if tip.GetSHA() != expect {
-			log.Info("the base branch moved; rebuilding the candidates", "expected", ghref.ShortSHA(expect), "tip", ghref.ShortSHA(tip.GetSHA()))
-			return nil
+		verdict := mayLand(landing{
+			Head: v.HeadSHA, Approved: st.Head, Base: v.BaseRef, ApprovedBase: st.Base, Approval: approval,
+			Tested: c.SHA, TestedHead: c.Head, Candidate: true, BuiltOn: expect, Tip: tip.GetSHA(),
+			RequireChecks: true, Required: judged[i].Required, Seen: judged[i].Seen, Reports: judged[i],
+		})
+		if !verdict.ok() {
+			return sp.withheld(ctx, st, verdict, log)
 		}
 		st.MergingHead, st.MergingTree = c.Head, c.Tree
 		if err := s.q.save(ctx, &st); err != nil {
@@ -989,6 +996,26 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 		expect = res.GetSHA()
 	}
 	return nil
+}
+
+// withheld handles a merge mayLand refused in mergeUpTo: the merges stop
+// there, and the next pass decides what to do next. A head or base that
+// changed lets the PR leave on that pass (riders), a base tip moved by
+// someone else rebuilds the candidates, a withdrawn approval makes the PR
+// leave now; anything else (a candidate whose checks are not green after
+// all) is counted like a merge GitHub refused, so that a disagreement
+// between the rule and what chose the merge cannot spin.
+func (sp *speculation) withheld(ctx context.Context, st stored, v landVerdict, log *slog.Logger) error {
+	switch v.Refusal {
+	case refusedHead, refusedBase:
+		log.Info("the PR changed before its merge; the next pass looks again", "why", v.Why)
+		return nil
+	case refusedTip:
+		log.Info("the base branch moved; rebuilding the candidates", "why", v.Why)
+		return nil
+	}
+	_, err := sp.s.withheld(ctx, &st, v, log)
+	return err
 }
 
 // verifyMerged finishes a merge prloop made of st: PRMerged, the entry

@@ -127,7 +127,7 @@ func TestJudgeCandidates_ACheckOnOneCandidateIsExpectedOfTheOnesBehindIt(t *test
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got, seen := judgeCandidates(tc.inputs, tc.required, tc.seen, tc.heads)
+			got, _, seen := judgeCandidates(tc.inputs, tc.required, tc.seen, tc.heads)
 			var states []ChecksState
 			for _, c := range got {
 				states = append(states, c.State)
