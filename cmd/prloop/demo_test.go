@@ -58,9 +58,10 @@ func TestDemo_PlaysTheWholeLoop(t *testing.T) {
 		return lines
 	}
 	assertSubsequence(t, []string{
-		"pending  waiting for review", "pending  👀 alice is reviewing",
-		"pending  changes requested by alice — agent fixing (cycle 1 of 2)", "pending  waiting for review",
-		"success  merged as <sha>",
+		`pending  waiting for review`, `pending  👀 alice is reviewing`,
+		`pending  changes requested by alice — agent fixing \(cycle 1 of 2\)`, `pending  waiting for review`,
+		`pending  👀 alice is reviewing`, `success  approved by alice`, `pending  approved by alice — 1st in the merge queue for main`,
+		`pending  approved by alice — waiting for checks: .+`, `success  merged as <sha>`,
 	}, statuses("demo/widgets#1"), "demo/widgets#1's status lines")
 	assert.Equal(t, []string{"pending  waiting for review", "error  needs a human: review timeout (label human-review-required)"},
 		statuses("demo/widgets#2"))
@@ -69,13 +70,24 @@ func TestDemo_PlaysTheWholeLoop(t *testing.T) {
 	assertREADMESample(t, out)
 }
 
-// assertSubsequence checks that got is all of want's last element and
-// some of the others, in want's order.
+// assertSubsequence checks that got matches some of want's patterns
+// (regular expressions, each matching a whole line), in want's order,
+// ending with a match of its last.
 func assertSubsequence(t *testing.T, want, got []string, what string) {
 	t.Helper()
+	assertSubsequenceT(t, want, got, what)
+}
+
+// assertSubsequenceT is assertSubsequence for any assert.TestingT.
+func assertSubsequenceT(t interface {
+	assert.TestingT
+	Helper()
+}, want, got []string, what string) {
+	t.Helper()
+	match := func(pattern, line string) bool { return regexp.MustCompile(`^(?:` + pattern + `)$`).MatchString(line) }
 	i := 0
 	for _, g := range got {
-		for i < len(want) && want[i] != g {
+		for i < len(want) && !match(want[i], g) {
 			i++
 		}
 		if i == len(want) {
@@ -85,7 +97,7 @@ func assertSubsequence(t *testing.T, want, got []string, what string) {
 		i++
 	}
 	if assert.NotEmpty(t, got, what) {
-		assert.Equal(t, want[len(want)-1], got[len(got)-1], what+": the last")
+		assert.True(t, match(want[len(want)-1], got[len(got)-1]), "%s: the last is %q", what, got[len(got)-1])
 	}
 }
 
@@ -163,4 +175,37 @@ func TestDemo_KeepShowsNothingAfterTheSummary(t *testing.T) {
 	require.NoError(t, p.Signal(os.Interrupt))
 	exited, _ = p.Wait(30 * time.Second)
 	require.True(t, exited, "prloop demo -keep did not stop on an interrupt")
+}
+
+// recordingT records whether an assertion failed, to test assertions.
+type recordingT struct{ failed bool }
+
+func (r *recordingT) Errorf(string, ...any) { r.failed = true }
+func (r *recordingT) Helper()               {}
+
+// TestAssertSubsequence: the demo's status check accepts the lines a PR
+// went through, some skipped, and nothing else or out of order.
+func TestAssertSubsequence(t *testing.T) {
+	t.Parallel()
+	want := []string{`a`, `b \d`, `c`}
+	tests := []struct {
+		name string
+		got  []string
+		fail bool
+	}{
+		{name: "all", got: []string{"a", "b 1", "c"}},
+		{name: "some skipped", got: []string{"b 2", "c"}},
+		{name: "out of order", got: []string{"b 1", "a", "c"}, fail: true},
+		{name: "a line not in the list", got: []string{"a", "x", "c"}, fail: true},
+		{name: "not ending at the end", got: []string{"a", "b 1"}, fail: true},
+		{name: "none", fail: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &recordingT{}
+			assertSubsequenceT(r, want, tt.got, "lines")
+			assert.Equal(t, tt.fail, r.failed)
+		})
+	}
 }
