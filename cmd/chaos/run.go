@@ -300,7 +300,8 @@ func (w *world) startServices(bins map[string]string) {
 				"PRLOOP_FEEDBACK_RETRY_BACKOFF=1s,2s,5s,10s,20s", "PRLOOP_FEEDBACK_ACK_WAIT=15s",
 				"PRLOOP_FEEDBACK_LEASE_TTL=" + leaseTTL.String(), "PRLOOP_MERGE_LOCK_TTL=" + leaseTTL.String(),
 				"PRLOOP_ESCALATION_CLAIM_TTL=" + leaseTTL.String(), "PRLOOP_ESCALATION_RETRY_BACKOFF=1s,2s,5s,10s,20s",
-				"PRLOOP_MERGE_POLL_INTERVAL=1s", "PRLOOP_ESCALATION_WEBHOOK_URL=" + w.simURL + hookPath,
+				"PRLOOP_MERGE_POLL_INTERVAL=1s", "PRLOOP_REQUIRED_CHECKS=" + ciContext,
+				"PRLOOP_ESCALATION_WEBHOOK_URL=" + w.simURL + hookPath,
 				"PRLOOP_ESCALATION_WEBHOOK_BACKOFF=500ms",
 			}
 			if s == "poller" && i == 1 && w.o.faults["skew"] {

@@ -92,8 +92,12 @@ func (w *world) setupRepos() error {
 		// Every other repository requires ci by a ruleset, as GitHub's
 		// default leaves it: not strict, so a PR behind main is "clean"
 		// and only prloop's own comparison keeps it from landing untested.
-		// The others have no rule: prloop learns what CI runs from the
-		// heads.
+		// The others have no rule, and ci is required by prloop's own
+		// PRLOOP_REQUIRED_CHECKS (run.go): with neither, nothing can know
+		// that CI exists before it first reports on a PR, and a head
+		// approved before then merges untested (seen: a -short run flagged
+		// two such merges), which the check "main only moves to a tree CI
+		// passed" rightly calls a violation.
 		if i%2 == 0 {
 			if err := w.sim.SetRuleset(repo, "main", ghsim.RequiredChecks{Contexts: []string{ciContext}}); err != nil {
 				return err
