@@ -682,7 +682,9 @@ func TestDeployK8s_ProbesServedByServices(t *testing.T) {
 			vars, _ := configVars(d.role.configs...)
 			env := merged(d.image, d.env)
 			for k, v := range map[string]string{"PRLOOP_NATS_URL": conn.URL, "PRLOOP_NATS_CREDS_FILE": conn.CredsFile, "PRLOOP_STREAM_REPLICAS": "1", "PRLOOP_HTTP_ADDR": "127.0.0.1:0",
-				"PRLOOP_LOG_FORMAT": "json", "PRLOOP_WORKSPACE_DIR": t.TempDir(), "PRLOOP_DATA_DIR": t.TempDir(), "PRLOOP_WEBHOOK_SECRET": "deploy-test-webhook-secret"} {
+				"PRLOOP_LOG_FORMAT": "json", "PRLOOP_WORKSPACE_DIR": t.TempDir(), "PRLOOP_DATA_DIR": t.TempDir(), "PRLOOP_WEBHOOK_SECRET": "deploy-test-webhook-secret",
+				// The image a deployment builds installs its agent; here it is missing.
+				"PRLOOP_AGENT_CMD": "true"} {
 				if _, reads := vars[k]; reads {
 					env[k] = envValue{value: v, known: true}
 				}

@@ -103,8 +103,11 @@ func TestServiceBinaries_ShutDownOnSIGTERM(t *testing.T) {
 				require.NoError(t, err)
 			}
 
+			// The default agent (claude) is not installed here, and the
+			// feedback service would not start without it.
 			p := proctest.Start(t, bin, append(gh.env(),
 				"PRLOOP_NATS_URL="+conn.URL, "PRLOOP_NATS_CREDS_FILE="+conn.CredsFile, "PRLOOP_LOG_FORMAT=json", "PRLOOP_HTTP_ADDR=127.0.0.1:0",
+				"PRLOOP_AGENT_CMD=true",
 			))
 			cons := natstest.Consumer(t, conn.JS, svc.name)
 			require.Eventually(t, func() bool {
@@ -161,7 +164,7 @@ func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 	dataDir := t.TempDir()
 	p := proctest.Start(t, bin, []string{
 		"PRLOOP_DATA_DIR=" + dataDir, "PRLOOP_NATS_PORT=-1", "PRLOOP_LOG_FORMAT=json",
-		"PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_NATS_URL=", "PRLOOP_REPOS=",
+		"PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_NATS_URL=", "PRLOOP_REPOS=", "PRLOOP_AGENT_CMD=true",
 	}, "run", "-sim")
 	urlRE := regexp.MustCompile(`"msg":"embedded nats ready".*?"url":"(nats://[^"]+)"`)
 	var url string

@@ -87,7 +87,7 @@ var reasons = map[events.Reason]reasonInfo{
 	events.ReasonFeedbackFailed: {
 		title: "the agent could not address the feedback", review: true,
 		why:  "prloop's coding agent failed while addressing review feedback.",
-		next: []string{"Check the error below and address the feedback yourself, or fix what made the agent fail."},
+		next: []string{"Read the last error above, then address the feedback yourself, or fix what made the agent fail."},
 	},
 	events.ReasonAgentBudgetExhausted: {
 		title: "the agent's time budget is spent", review: true,

@@ -166,3 +166,26 @@ func TestMarker(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderComment_StepsPointAtTheErrorAboveThem: the error is quoted
+// under "What was tried", before "What you can do next": a step that
+// refers to it says it is above, for every reason, and none sends the
+// reader below, where nothing is.
+func TestRenderComment_StepsPointAtTheErrorAboveThem(t *testing.T) {
+	t.Parallel()
+	for reason := range reasons {
+		t.Run(string(reason), func(t *testing.T) {
+			t.Parallel()
+			got := RenderComment(Request{Reason: reason, Severity: events.SeverityBlocking, Detail: "the detail", LastError: "the last error"}, 0,
+				CommentOptions{Label: DefaultLabel})
+			assert.NotContains(t, got, "below")
+			quoted, steps := strings.Index(got, "Last error:"), strings.Index(got, "**What you can do next:**")
+			require.Positive(t, quoted)
+			require.Greater(t, steps, quoted, "the error comes before the steps:\n%s", got)
+			if i := strings.Index(got, "error above"); i >= 0 {
+				assert.Greater(t, i, quoted)
+			}
+		})
+	}
+	assert.Contains(t, AdviceFor(events.ReasonFeedbackFailed).Next[0], "last error above")
+}

@@ -356,6 +356,9 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			return a.addressed(ctx, fixed)
 		case v == verdictForeign:
 			return a.skipForeign(ctx, err)
+		case v == verdictNotRunnable:
+			a.log.Warn("the agent command could not be run; escalating without another run", "run", a.rec.Runs, "err", agentErr, "log", logFile)
+			return a.escalate(ctx, a.failReason(), agentErr.Error(), notRunnableDetail)
 		case v.permanent():
 			return a.escalate(ctx, a.failReason(), err.Error(), "")
 		case !v.runsAgainAfterRun():
@@ -658,9 +661,12 @@ func (a *attempt) escalate(ctx context.Context, reason events.Reason, lastErr, d
 	if err := a.fence(ctx); err != nil {
 		return Result{}, err
 	}
-	if detail == "" {
-		detail = a.detail()
+	if detail == "" && len(a.logs) > 0 {
+		detail = "the agent's output is in its log on prloop's server: " + filepath.Base(a.logs[len(a.logs)-1])
 	}
+	// The comment and the webhook quote these texts: no path of the
+	// server's goes into them (the logs keep the paths).
+	lastErr, detail = a.redact(lastErr), a.redact(detail)
 	// The id carries the change request's event id: a redelivery asks
 	// once, the same change request published anew after a human removed
 	// the label (see "Event ids" in package events) asks again.
@@ -676,7 +682,7 @@ func (a *attempt) escalate(ctx context.Context, reason events.Reason, lastErr, d
 	if err := a.save(ctx); err != nil {
 		return Result{}, err
 	}
-	a.log.Warn("escalation requested", "reason", reason, "last_error", lastErr)
+	a.log.Warn("escalation requested", "reason", reason, "last_error", lastErr, "log", a.lastLog())
 	return Result{Outcome: OutcomeEscalated, Reason: reason}, nil
 }
 
@@ -746,12 +752,46 @@ func (a *attempt) logFile(run int) string {
 	return filepath.Join(a.files, fmt.Sprintf("agent-%s-c%d-r%d.log", ghref.EventSHA(a.req.HeadSHA), a.req.FixCycle, run))
 }
 
-// detail links the agent logs from the event.
+// detail links the agent logs from PRFeedbackAddressed, which stays in
+// prloop (explain, the page); an escalation, which GitHub shows, names
+// only the log's file.
 func (a *attempt) detail() string {
+	if l := a.lastLog(); l != "" {
+		return "agent log: " + l
+	}
+	return ""
+}
+
+// lastLog is the path of the last agent run's log, or "".
+func (a *attempt) lastLog() string {
 	if len(a.logs) == 0 {
 		return ""
 	}
-	return "agent log: " + a.logs[len(a.logs)-1]
+	return a.logs[len(a.logs)-1]
+}
+
+// notRunnableDetail is the escalation's detail when the agent's command
+// could not be run: what happened and what the operator can do.
+const notRunnableDetail = "prloop could not run the coding agent's command (exit status 126 or 127: not found or not executable inside prloop's sandbox), so it did not retry. " +
+	"Whoever runs prloop can install the agent where the sandbox sees it (under /usr, or a directory listed in PRLOOP_AGENT_READONLY_PATHS) or fix PRLOOP_AGENT_CMD."
+
+// redact replaces the server's paths that an attempt knows (its
+// worktree, the watch request's, the directory of its prompt and logs, and
+// the workspace directory holding them all) with placeholders.
+func (a *attempt) redact(s string) string {
+	type path struct{ from, to string }
+	var ps []path
+	for _, p := range []path{{a.wt.Dir, "<worktree>"}, {a.req.Worktree, "<worktree>"}, {a.files, "<prompt dir>"}, {a.s.worksDir, "<workspace>"}} {
+		if p.from != "" && p.from != "/" {
+			ps = append(ps, p)
+		}
+	}
+	// The longest first: a worktree may be inside the workspace.
+	slices.SortStableFunc(ps, func(x, y path) int { return len(y.from) - len(x.from) })
+	for _, p := range ps {
+		s = strings.ReplaceAll(s, p.from, p.to)
+	}
+	return s
 }
 
 func hasLabel(p *gh.PullRequest, name string) bool {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prloop/prloop/pkg/sandbox"
 )
@@ -95,6 +96,17 @@ type AgentRun struct {
 // ErrAgentTimeout is wrapped by Run's error when the agent ran out of time.
 var ErrAgentTimeout = errors.New("agent timed out")
 
+// ErrAgentNotRunnable is wrapped by Run's error when the agent's shell
+// exited 126 (found but cannot be executed) or 127 (not found): another
+// run cannot help, so none is made.
+var ErrAgentNotRunnable = errors.New("the agent command could not be run")
+
+// Bounds of the tail of the agent's stderr that an error quotes.
+const (
+	stderrTailLines = 20
+	stderrTailBytes = 2048
+)
+
 // Run runs the agent in the sandbox with its worktree writable, the prompt
 // on stdin and in PromptFile (read-only, outside the worktree), its output
 // in LogFile (capped). When it times out or ctx is cancelled, it gets
@@ -117,11 +129,12 @@ func (a *sandboxAgent) Run(ctx context.Context, r AgentRun) error {
 	}
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	tail := &tailWriter{max: stderrTailBytes}
 	runErr := a.Sandbox.Run(tctx, sandbox.Cmd{
 		Args: []string{"sh", "-c", a.Cmd}, Dir: r.Dir,
 		Env:      append(append([]string(nil), r.Env...), "PRLOOP_PROMPT_FILE="+r.PromptFile),
 		ReadOnly: []string{filepath.Dir(r.PromptFile)},
-		Stdin:    strings.NewReader(r.Prompt), Stdout: out, Stderr: out, KillGrace: a.KillGrace,
+		Stdin:    strings.NewReader(r.Prompt), Stdout: out, Stderr: io.MultiWriter(out, tail), KillGrace: a.KillGrace,
 	})
 	fmt.Fprintf(out, "\n[prloop: agent exited: %v]\n", exitText(runErr))
 	if out.dropped > 0 {
@@ -132,10 +145,39 @@ func (a *sandboxAgent) Run(ctx context.Context, r AgentRun) error {
 		return fmt.Errorf("agent stopped: %w", context.Cause(ctx))
 	case tctx.Err() != nil:
 		return fmt.Errorf("%w after %s", ErrAgentTimeout, timeout)
+	case notRunnable(runErr):
+		return fmt.Errorf("agent failed: %s: %w%s", exitText(runErr), ErrAgentNotRunnable, quoteTail(tail.String()))
 	case runErr != nil && !errors.Is(runErr, exec.ErrWaitDelay):
 		return fmt.Errorf("agent failed: %s", exitText(runErr))
 	}
 	return nil
+}
+
+// notRunnable reports whether the shell said it could not run the
+// command: exit status 126 (not executable) or 127 (not found).
+func notRunnable(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && (ee.ExitCode() == 126 || ee.ExitCode() == 127)
+}
+
+// quoteTail is what an error says of the end of the agent's stderr: its
+// visible text (Sanitize), the last stderrTailLines lines and
+// stderrTailBytes bytes of it.
+func quoteTail(s string) string {
+	s = Sanitize(s)
+	lines := strings.Split(s, "\n")
+	s = strings.Join(lines[max(0, len(lines)-stderrTailLines):], "\n")
+	if len(s) > stderrTailBytes {
+		cut := len(s) - stderrTailBytes
+		for cut < len(s) && !utf8.RuneStart(s[cut]) {
+			cut++
+		}
+		s = "[…]" + s[cut:]
+	}
+	if s == "" {
+		return "; it wrote nothing to stderr"
+	}
+	return "; its stderr ends with:\n" + s
 }
 
 func exitText(err error) string {
@@ -147,6 +189,30 @@ func exitText(err error) string {
 		return ee.String()
 	}
 	return err.Error()
+}
+
+// tailWriter keeps the last max bytes written (and a few more, until the
+// next write trims them).
+type tailWriter struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (t *tailWriter) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p[max(0, len(p)-t.max):]...)
+	if over := len(t.buf) - t.max; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailWriter) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
 }
 
 // cappedWriter keeps the first left bytes and counts the rest.

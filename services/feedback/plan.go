@@ -237,6 +237,10 @@ const (
 	verdictRewritten
 	verdictRefused
 	verdictUnusable
+	// verdictNotRunnable: the agent's command could not be run at all (it
+	// is not found in the sandbox, or not executable there): escalate at
+	// once as feedback_failed, since another run would fail the same way.
+	verdictNotRunnable
 	// verdictAgentFailed, verdictNoChange, verdictGitFailed: the agent
 	// failed, changed nothing, or its work did not survive git: the agent
 	// loop runs it again while runs are left.
@@ -281,6 +285,8 @@ func classify(agentErr, err error) verdict {
 		return verdictRefused
 	case errors.Is(err, ErrUnusable):
 		return verdictUnusable
+	case errors.Is(agentErr, ErrAgentNotRunnable):
+		return verdictNotRunnable
 	case agentErr != nil:
 		return verdictAgentFailed
 	case errors.Is(err, ErrNoChange):
@@ -316,7 +322,7 @@ func (v verdict) metric() string {
 		return metrics.AgentRewritten
 	case verdictRefused:
 		return metrics.AgentRefused
-	case verdictAgentFailed:
+	case verdictAgentFailed, verdictNotRunnable:
 		return metrics.AgentFailed
 	case verdictNoChange:
 		return metrics.AgentNoChange

@@ -273,6 +273,8 @@ func TestPlan_Classify(t *testing.T) {
 		{name: "refused", err: fmt.Errorf("x: %w", ErrTooBig), want: verdictRefused, permanent: true, metric: metrics.AgentRefused},
 		{name: "PR cannot be checked out", err: fmt.Errorf("x: %w", ErrUnusable), want: verdictUnusable, permanent: true, metric: metrics.AgentError},
 		{name: "agent failed, no change", agentErr: agentFailed, err: fmt.Errorf("x: %w", ErrNoChange), want: verdictAgentFailed, againAfterRun: true, metric: metrics.AgentFailed},
+		{name: "agent not found or not executable", agentErr: fmt.Errorf("agent failed: exit status 127: %w", ErrAgentNotRunnable), err: fmt.Errorf("x: %w", ErrNoChange), want: verdictNotRunnable, metric: metrics.AgentFailed},
+		{name: "agent not runnable, yet a fix", agentErr: fmt.Errorf("agent failed: exit status 127: %w", ErrAgentNotRunnable), want: verdictFixed, metric: metrics.AgentFixed},
 		{name: "agent failed, GitHub failed", agentErr: agentFailed, err: errors.New("GitHub: 502"), want: verdictAgentFailed, againAfterRun: true, metric: metrics.AgentFailed},
 		{name: "no change", err: fmt.Errorf("x: %w", ErrNoChange), want: verdictNoChange, againAfterRun: true, agentOnResume: true, metric: metrics.AgentNoChange},
 		{name: "git failed", err: fmt.Errorf("x: %w", ErrGit), want: verdictGitFailed, againAfterRun: true, metric: metrics.AgentGitError},

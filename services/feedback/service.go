@@ -210,7 +210,8 @@ func New(cfg Config, d Deps) (*Service, error) {
 }
 
 // FromRuntime builds the service for a process: the GitHub client from
-// cfg, prloop's own login, and the service's bucket.
+// cfg, prloop's own login, and the service's bucket. It fails when the
+// agent command's program is not found inside the sandbox (CheckAgent).
 func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, error) {
 	client, err := rt.NewGitHub(ctx, cfg.Config)
 	if err != nil {
@@ -226,6 +227,11 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 		Log: rt.Log.With("component", Name), Self: self, Metrics: metrics.NewFeedback(rt.Registry),
 	})
 	if err != nil {
+		return nil, err
+	}
+	// A coding agent the sandbox cannot run is found out now, not after
+	// the first change request's runs and backoffs.
+	if err := s.CheckAgent(ctx); err != nil {
 		return nil, err
 	}
 	rt.AddReadyCheck("consumer "+Name, rt.ConsumerReady(Name))
