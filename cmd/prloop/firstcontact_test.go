@@ -263,7 +263,7 @@ func TestCheckEnv(t *testing.T) {
 func TestRun_StartupChecks(t *testing.T) {
 	t.Parallel()
 	gh := startTestSim(t)
-	base := append(gh.env(), "PRLOOP_NATS_PORT=-1", "PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_NATS_URL=", "PRLOOP_LOG_FORMAT=json")
+	base := append(gh.env(), "PRLOOP_NATS_PORT=-1", "PRLOOP_HTTP_ADDR=127.0.0.1:0", "PRLOOP_NATS_URL=", "PRLOOP_LOG_FORMAT=json", "PRLOOP_AGENT_CMD=true")
 
 	t.Run("a misspelt variable", func(t *testing.T) {
 		t.Parallel()
