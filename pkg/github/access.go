@@ -49,6 +49,9 @@ type Need struct {
 	// a token writes prloop's status as a commit status, an App as a
 	// check run.
 	TokenOnly, AppOnly bool
+	// Off, when set, is the setting that turns the feature off: without
+	// the permission prloop still starts, and says to grant it or set Off.
+	Off string
 }
 
 // Needs is the one table of what prloop's features need of the
@@ -62,14 +65,43 @@ var Needs = []Need{
 	{Feature: FeatureWatch, Permission: "contents", Level: "read"},
 	{Feature: FeatureWatch, Permission: "statuses", Level: "read"},
 	{Feature: FeatureWatch, Permission: "checks", Level: "read"},
-	{Feature: FeatureStatus, Permission: "statuses", Level: "write", TokenOnly: true},
-	{Feature: FeatureStatus, Permission: "checks", Level: "write", AppOnly: true},
+	{Feature: FeatureStatus, Permission: "statuses", Level: "write", TokenOnly: true, Off: "PRLOOP_POST_STATUS=false"},
+	{Feature: FeatureStatus, Permission: "checks", Level: "write", AppOnly: true, Off: "PRLOOP_POST_STATUS=false"},
 	{Feature: FeatureFix, Permission: "contents", Level: "write"},
 	{Feature: FeatureFix, Permission: "pull_requests", Level: "write"},
 	{Feature: FeatureFix, Permission: "issues", Level: "write"},
 	{Feature: FeatureMerge, Permission: "contents", Level: "write"},
 	{Feature: FeatureMerge, Permission: "pull_requests", Level: "write"},
 	{Feature: FeatureEscalate, Permission: "issues", Level: "write"},
+}
+
+// ServiceFeatures are the features of each service binary (by its name);
+// the all-in-one binary has them all (AllFeatures).
+var ServiceFeatures = map[string][]Feature{
+	"poller":    {FeatureWatch, FeatureStatus},
+	"feedback":  {FeatureWatch, FeatureFix},
+	"merger":    {FeatureWatch, FeatureMerge},
+	"escalator": {FeatureWatch, FeatureEscalate},
+}
+
+// AllFeatures are every feature, in Needs' order.
+func AllFeatures() []Feature {
+	var fs []Feature
+	for _, n := range Needs {
+		if !slices.Contains(fs, n.Feature) {
+			fs = append(fs, n.Feature)
+		}
+	}
+	return fs
+}
+
+// FeaturesOf are the features of the service named name, or all of them
+// for a binary that runs every service.
+func FeaturesOf(name string) []Feature {
+	if fs, ok := ServiceFeatures[name]; ok {
+		return fs
+	}
+	return AllFeatures()
 }
 
 // Classic token scopes: repo covers public and private repositories,
