@@ -16,6 +16,11 @@ import (
 
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
+	"github.com/prloop/prloop/pkg/proctest"
+	"github.com/prloop/prloop/services/escalator"
+	"github.com/prloop/prloop/services/feedback"
+	"github.com/prloop/prloop/services/merger"
+	"github.com/prloop/prloop/services/poller"
 )
 
 // Classic tokens of prloop-bot on the scoped simulator.
@@ -158,6 +163,40 @@ func TestDoctor_ChecksWhatRunNeeds(t *testing.T) {
 			for _, a := range tt.absent {
 				assert.NotContains(t, out+p.Stderr.String(), a)
 			}
+		})
+	}
+}
+
+// TestServiceBinaries_RefuseWhatCannotWork: each service binary shares the
+// start-up checks through pkg/app: a token GitHub refuses stops each at
+// start, and the poller, which polls PRLOOP_REPOS, refuses a repository
+// GitHub does not show.
+func TestServiceBinaries_RefuseWhatCannotWork(t *testing.T) {
+	t.Parallel()
+	gh := startScopedSim(t)
+	tests := []struct {
+		name, service string
+		env           []string
+		want          string
+	}{
+		{name: "poller, refused token", service: poller.Name, env: []string{"GITHUB_TOKEN=" + tokRevoked}, want: "refused the credentials from GITHUB_TOKEN (401)"},
+		{name: "feedback, refused token", service: feedback.Name, env: []string{"GITHUB_TOKEN=" + tokRevoked}, want: "refused the credentials from GITHUB_TOKEN (401)"},
+		{name: "merger, refused token", service: merger.Name, env: []string{"GITHUB_TOKEN=" + tokRevoked}, want: "refused the credentials from GITHUB_TOKEN (401)"},
+		{name: "escalator, refused token", service: escalator.Name, env: []string{"GITHUB_TOKEN=" + tokRevoked}, want: "refused the credentials from GITHUB_TOKEN (401)"},
+		{name: "poller, missing repository", service: poller.Name, env: []string{"PRLOOP_REPOS=demo/nosuch"}, want: "PRLOOP_REPOS names demo/nosuch, which GitHub does not show"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			conn := natstest.Start(t)
+			bin := proctest.Build(t, "./services/"+tt.service+"/cmd/"+tt.service)
+			p := proctest.Start(t, bin, withEnv(gh.env(), append(tt.env,
+				"PRLOOP_NATS_URL="+conn.URL, "PRLOOP_NATS_CREDS_FILE="+conn.CredsFile, "PRLOOP_LOG_FORMAT=json", "PRLOOP_HTTP_ADDR=127.0.0.1:0",
+				"PRLOOP_AGENT_SANDBOX=none")...))
+			exited, err := p.Wait(30 * time.Second)
+			require.True(t, exited, "still running; stderr:\n%s", p.Stderr.String())
+			require.Error(t, err, "exit status")
+			assert.Contains(t, p.Stderr.String(), tt.want)
 		})
 	}
 }
