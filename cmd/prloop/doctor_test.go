@@ -6,7 +6,10 @@ package main
 // makes the same checks on demand. Each runs the real binary.
 
 import (
+	"fmt"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/proctest"
 	"github.com/prloop/prloop/services/escalator"
@@ -199,4 +203,40 @@ func TestServiceBinaries_RefuseWhatCannotWork(t *testing.T) {
 			assert.Contains(t, p.Stderr.String(), tt.want)
 		})
 	}
+}
+
+// permissionsTable renders github.Needs, the one table of what each
+// feature needs, as the README shows it.
+func permissionsTable() string {
+	var b strings.Builder
+	b.WriteString("| feature | fine-grained token or GitHub App permission |\n|---|---|\n")
+	var order []github.Feature
+	perms := map[github.Feature][]string{}
+	for _, n := range github.Needs {
+		if _, ok := perms[n.Feature]; !ok {
+			order = append(order, n.Feature)
+		}
+		p := fmt.Sprintf("`%s`: %s", n.Permission, n.Level)
+		switch {
+		case n.TokenOnly:
+			p += " (token)"
+		case n.AppOnly:
+			p += " (App)"
+		}
+		perms[n.Feature] = append(perms[n.Feature], p)
+	}
+	for _, f := range order {
+		fmt.Fprintf(&b, "| %s | %s |\n", f, strings.Join(perms[f], ", "))
+	}
+	return b.String()
+}
+
+// TestREADME_PermissionsTableIsNeeds: the README's table of permissions is
+// github.Needs, which the start-up checks and prloop doctor judge by.
+func TestREADME_PermissionsTableIsNeeds(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(proctest.Root(t), "README.md"))
+	require.NoError(t, err)
+	table := permissionsTable()
+	assert.True(t, strings.Contains(string(readme), table), "README.md's permissions table is stale: paste this one:\n%s", table)
 }

@@ -79,14 +79,14 @@ func fixCredentials(source string) string {
 func CheckCredentials(ctx context.Context, c *github.Client, features []github.Feature) (github.Access, []string, error) {
 	a, err := c.Access(ctx)
 	if errors.Is(err, github.ErrUnauthorized) {
-		return a, nil, fmt.Errorf("%w: GitHub at %s refused the credentials from %s (401): %s: %w", github.ErrCredentials, c.BaseURL(), c.AuthSource(), fixCredentials(c.AuthSource()), err)
+		return a, nil, checkFailed(err, "GitHub at %s refused the credentials from %s (401): %s: %v", c.BaseURL(), c.AuthSource(), fixCredentials(c.AuthSource()), err)
 	}
 	if err != nil {
 		return a, nil, err
 	}
 	problems, warnings := JudgeAccess(a, features)
 	if len(problems) > 0 {
-		return a, warnings, fmt.Errorf("%w from %s: %s", github.ErrCredentials, c.AuthSource(), strings.Join(problems, "; "))
+		return a, warnings, checkFailed(nil, "the credentials from %s cannot work: %s", c.AuthSource(), strings.Join(problems, "; "))
 	}
 	return a, warnings, nil
 }
@@ -101,18 +101,18 @@ func CheckRepo(ctx context.Context, c *github.Client, a github.Access, features 
 	r, err := c.GetRepo(ctx, repo)
 	switch {
 	case errors.Is(err, github.ErrNotFound):
-		return fmt.Errorf("%w: PRLOOP_REPOS names %s, which GitHub does not show to the credentials from %s (404): check the name, and that the token (or the App's installation) may read it: %w",
-			github.ErrCredentials, repo, c.AuthSource(), err)
+		return checkFailed(err, "PRLOOP_REPOS names %s, which GitHub does not show to the credentials from %s (404): check the name, and that the token (or the App's installation) may read it",
+			repo, c.AuthSource())
 	case errors.Is(err, github.ErrForbidden):
-		return fmt.Errorf("%w: PRLOOP_REPOS names %s, which the credentials from %s may not read (403): give them access to it, or remove it from PRLOOP_REPOS: %w",
-			github.ErrCredentials, repo, c.AuthSource(), err)
+		return checkFailed(err, "PRLOOP_REPOS names %s, which the credentials from %s may not read (403): give them access to it, or remove it from PRLOOP_REPOS (%v)",
+			repo, c.AuthSource(), err)
 	case err != nil:
 		return err
 	}
 	if a.Classic {
 		if s := github.MissingScope(a.Scopes, r.GetPrivate()); s != "" {
-			return fmt.Errorf("%w: the classic token from %s lacks the scope %s that %s needs (it has %s): create a token with the %s scope",
-				github.ErrCredentials, c.AuthSource(), s, repo, scopeList(a.Scopes), s)
+			return checkFailed(nil, "the classic token from %s lacks the scope %s that %s needs (it has %s): create a token with the %s scope",
+				c.AuthSource(), s, repo, scopeList(a.Scopes), s)
 		}
 	}
 	writes := slices.Contains(features, github.FeatureFix) || slices.Contains(features, github.FeatureMerge)
@@ -120,7 +120,7 @@ func CheckRepo(ctx context.Context, c *github.Client, a github.Access, features 
 	// (absent: unknown); an App's is its installation's, which JudgeAccess
 	// judges.
 	if p := r.Permissions; writes && !a.App && p != nil && !p["push"] && !p["admin"] && !p["maintain"] {
-		return fmt.Errorf("%w: the credentials from %s may read %s but not push to it: prloop pushes fixes and merges, give them write access", github.ErrCredentials, c.AuthSource(), repo)
+		return checkFailed(nil, "the credentials from %s may read %s but not push to it: prloop pushes fixes and merges, give them write access", c.AuthSource(), repo)
 	}
 	return nil
 }
@@ -182,4 +182,26 @@ func (rt *Runtime) CheckRepos(ctx context.Context, c *github.Client, repos []ghr
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkError is a start-up check's verdict: its text says what is wrong
+// and how to fix it, and it wraps github.ErrCredentials and GitHub's
+// answer (cause), if any.
+type checkError struct {
+	msg   string
+	cause error
+}
+
+func (e *checkError) Error() string { return e.msg }
+
+func (e *checkError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{github.ErrCredentials}
+	}
+	return []error{github.ErrCredentials, e.cause}
+}
+
+// checkFailed is a checkError with the text format makes of args.
+func checkFailed(cause error, format string, args ...any) error {
+	return &checkError{msg: fmt.Sprintf(format, args...), cause: cause}
 }
