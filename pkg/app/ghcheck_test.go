@@ -1,10 +1,14 @@
-package app
+package app_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/github"
 )
 
@@ -39,9 +43,50 @@ func TestJudgeAccess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			problems, warnings := JudgeAccess(tt.access, tt.features)
+			problems, warnings := app.JudgeAccess(tt.access, tt.features)
 			assert.Equal(t, tt.problems, problems)
 			assert.Equal(t, tt.warnings, warnings)
+		})
+	}
+}
+
+// TestNewGitHub_RefusesWhatCannotWork: NewGitHub refuses credentials
+// GitHub refuses or that lack a repository scope, and CheckRepos a
+// repository GitHub does not show; each error wraps ErrCredentials and
+// says the fix.
+func TestNewGitHub_RefusesWhatCannotWork(t *testing.T) {
+	t.Parallel()
+	w := simtest.Start(t, nil)
+	w.Sim.AddToken("tok-gist", "prloop")
+	w.Sim.SetTokenScopes("tok-gist", "gist")
+	w.Sim.AddToken("tok-repo", "prloop")
+	w.Sim.SetTokenScopes("tok-repo", "repo")
+	tests := []struct {
+		name, token string
+		repos       []ghref.Repo
+		want        string
+	}{
+		{name: "refused token", token: "tok-revoked", want: "refused the credentials from config (401)"},
+		{name: "no repository scope", token: "tok-gist", want: "the credentials from config cannot work: the classic token lacks the scope public_repo"},
+		{name: "unknown repository", token: "tok-repo", repos: []ghref.Repo{w.Repo, {Owner: "acme", Name: "nosuch"}},
+			want: "PRLOOP_REPOS names acme/nosuch, which GitHub does not show to the credentials from config (404)"},
+		{name: "all well", token: "tok-repo", repos: []ghref.Repo{w.Repo}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rt := start(t)
+			c, err := rt.NewGitHub(t.Context(), github.Config{APIURL: w.Server.URL, Token: github.Secret(tt.token)})
+			if err == nil {
+				err = rt.CheckRepos(t.Context(), c, tt.repos)
+			}
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, github.ErrCredentials)
+			assert.Contains(t, err.Error(), tt.want)
+			assert.NotContains(t, err.Error(), tt.token)
 		})
 	}
 }
