@@ -65,7 +65,7 @@ func fixCredentials(source string) string {
 		return "set " + source + " to a token GitHub accepts (it may have expired or been revoked)"
 	case "gh auth token":
 		return "log in again with `gh auth login`, or set GITHUB_TOKEN"
-	case "app":
+	case "GitHub App":
 		return "check PRLOOP_GITHUB_APP_ID, PRLOOP_GITHUB_APP_INSTALLATION_ID and the key in PRLOOP_GITHUB_APP_PRIVATE_KEY_PATH"
 	}
 	return "use a token GitHub accepts"

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/bradleyfalzon/ghinstallation/v2"
 )
 
 // Feature is a part of prloop that needs something of the GitHub
@@ -154,6 +156,20 @@ func (a Access) Kind() string {
 // with every answer to one ("Scopes for OAuth apps"); an App's permissions
 // from its installation token.
 func (c *Client) Access(ctx context.Context) (Access, error) {
+	if c.app != nil {
+		// The installation token first: GitHub's refusal of the App's
+		// key or installation comes from there, not as an API answer.
+		if _, err := c.app.Token(ctx); err != nil {
+			var he *ghinstallation.HTTPError
+			if errors.As(err, &he) && he.Response != nil {
+				switch st := he.Response.StatusCode; st {
+				case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+					return Access{}, fmt.Errorf("get the GitHub App installation token from %s: %d: %w", c.baseURL.Host, st, ErrUnauthorized)
+				}
+			}
+			return Access{}, fmt.Errorf("get the GitHub App installation token from %s: %w", c.baseURL.Host, err)
+		}
+	}
 	ctx, ci := withCall(ctx, true)
 	ci.once = true
 	_, resp, err := doJSON[rateLimitBody](ctx, c, http.MethodGet, "rate_limit", nil, true)

@@ -163,7 +163,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 		}
 		itr.BaseURL = strings.TrimSuffix(base.String(), "/")
 		c.app = itr
-		c.source = "app"
+		c.source = "GitHub App"
 		layer = &hostGuard{host: base.Host, auth: itr, plain: layer}
 		c.log.Info("github auth", "source", "app", "app_id", cfg.AppID, "installation_id", cfg.AppInstallationID)
 	} else {
@@ -194,7 +194,7 @@ func (c *Client) IsApp() bool { return c.app != nil || c.asApp }
 
 // AuthSource says where the credentials came from, for messages that say
 // what to fix: "GITHUB_TOKEN", "GH_TOKEN", "gh auth token", "config" (a
-// token set in Config) or "app" (GitHub App installation auth).
+// token set in Config) or "GitHub App" (installation auth).
 func (c *Client) AuthSource() string { return c.source }
 
 // String names the API without credentials.
