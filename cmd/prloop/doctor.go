@@ -113,6 +113,8 @@ func githubVerdicts(ctx context.Context, cfg *allConfig) []verdict {
 	out := []verdict{{"github", true, "GitHub at " + c.BaseURL() + " answers"}}
 	what := fmt.Sprintf("GitHub accepts the %s from %s", a.Kind(), c.AuthSource())
 	switch {
+	case a.App:
+		what = "GitHub accepts the GitHub App installation, and it has the permissions prloop needs"
 	case a.Classic:
 		what += " (scopes: " + strings.Join(a.Scopes, ", ") + ")"
 	case !a.App:
