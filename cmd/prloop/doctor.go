@@ -114,7 +114,7 @@ func githubVerdicts(ctx context.Context, cfg *allConfig) []verdict {
 	what := fmt.Sprintf("GitHub accepts the %s from %s", a.Kind(), c.AuthSource())
 	switch {
 	case a.App:
-		what = "GitHub accepts the GitHub App installation, and it has the permissions prloop needs"
+		what = "GitHub accepts the GitHub App installation, and it has every permission prloop cannot start without"
 	case a.Classic:
 		what += " (scopes: " + strings.Join(a.Scopes, ", ") + ")"
 	case !a.App:
