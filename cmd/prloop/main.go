@@ -21,6 +21,8 @@ Usage:
   prloop demo         play the whole loop locally: no token, no network
   prloop run          run all four services in one process (embedded NATS
                       in $PRLOOP_DATA_DIR unless $PRLOOP_NATS_URL is set)
+  prloop doctor       check what 'prloop run' needs: configuration, the token
+                      and its scopes, each repository, NATS, the sandbox
   prloop open REPO    ask a running prloop to push a worktree's branch, open
                       its PR in owner/repo and watch it (-worktree PATH);
                       waits for the PR's URL or the refusal (-wait)
@@ -65,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runDemo(ctx, args[1:], stdout, stderr)
 	case "run":
 		return runAll(ctx, args[1:], stderr)
+	case "doctor":
+		return runDoctor(ctx, args[1:], stdout, stderr)
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "explain":

@@ -69,7 +69,8 @@ type Runtime struct {
 
 	mu       sync.Mutex
 	checks   []check
-	ghChecks map[string]bool // API URLs with a readiness check
+	ghChecks map[string]bool         // API URLs with a readiness check
+	access   map[string]accessResult // by API URL and credentials source (checkGitHub)
 	mux      *http.ServeMux
 	httpAddr string
 }
@@ -103,11 +104,17 @@ func (rt *Runtime) GitHubOptions() github.Options {
 	return github.Options{Logger: rt.Log, Observer: rt.ghMetrics}
 }
 
-// NewGitHub builds a GitHub client from cfg with GitHubOptions, and watches
-// it (WatchGitHub).
+// NewGitHub builds a GitHub client from cfg with GitHubOptions, checks its
+// credentials once per API (a 401, or a scope or App permission the
+// service's features need missing, is an error wrapping
+// github.ErrCredentials; see CheckCredentials) and watches it
+// (WatchGitHub).
 func (rt *Runtime) NewGitHub(ctx context.Context, cfg github.Config) (*github.Client, error) {
 	c, err := github.New(ctx, cfg, rt.GitHubOptions())
 	if err != nil {
+		return nil, err
+	}
+	if err := rt.checkGitHub(ctx, c); err != nil {
 		return nil, err
 	}
 	rt.WatchGitHub(c)

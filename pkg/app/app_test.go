@@ -71,7 +71,8 @@ func get(t *testing.T, url string) (int, string) {
 
 // TestRuntime_ServesHealthReadinessAndMetrics starts the HTTP server of a
 // runtime watching a GitHub client and scrapes it: /healthz, /readyz (the
-// GitHub check asks once, then trusts its answer) and /metrics with the Go,
+// GitHub check asks once, then trusts its answer; NewGitHub asked once
+// before, checking the credentials) and /metrics with the Go,
 // process and GitHub families.
 func TestRuntime_ServesHealthReadinessAndMetrics(t *testing.T) {
 	t.Parallel()
@@ -91,8 +92,8 @@ func TestRuntime_ServesHealthReadinessAndMetrics(t *testing.T) {
 		assert.Equal(t, http.StatusOK, code, body)
 		assert.Equal(t, "ready\n", body)
 	}
-	assert.Equal(t, 1.0, metricstest.Value(rt.Registry, "prloop_github_requests_total", "route", "GET /rate_limit"),
-		"readiness asked GitHub once and cached the answer")
+	assert.Equal(t, 2.0, metricstest.Value(rt.Registry, "prloop_github_requests_total", "route", "GET /rate_limit"),
+		"NewGitHub's check of the credentials asked once, readiness once and cached the answer")
 
 	code, body = get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)

@@ -41,6 +41,17 @@ func (s *Sim) AddToken(token, login string) {
 	s.mu.Unlock()
 }
 
+// SetTokenScopes makes token (AddToken) a classic token with scopes: every
+// answer to it carries them in X-OAuth-Scopes, as GitHub's do ("Scopes for
+// OAuth apps", https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/scopes-for-oauth-apps);
+// a token without them answers as a fine-grained one, with no such header.
+// The simulator does not refuse requests for want of a scope.
+func (s *Sim) SetTokenScopes(token string, scopes ...string) {
+	s.mu.Lock()
+	s.scopes[token] = strings.Join(scopes, ", ")
+	s.mu.Unlock()
+}
+
 // CreateRepo creates a bare repository with one commit of files on "main",
 // the default branch. The owner becomes a user with admin permission.
 func (s *Sim) CreateRepo(owner, name string, files map[string]string) (ghref.Repo, error) {

@@ -100,6 +100,8 @@ type Sim struct {
 	users  map[string]*user // lower login
 	byID   map[int64]*user
 	tokens map[string]*user
+	// scopes are the X-OAuth-Scopes of classic tokens (SetTokenScopes)
+	scopes map[string]string
 	repos  map[string]*repo // ghref.Repo.Key()
 
 	rateMu  sync.Mutex
@@ -162,6 +164,7 @@ func New(opts Options) (*Sim, error) {
 		users:   map[string]*user{},
 		byID:    map[int64]*user{},
 		tokens:  map[string]*user{},
+		scopes:  map[string]string{},
 		repos:   map[string]*repo{},
 		buckets: map[string]*bucket{},
 	}
@@ -241,6 +244,9 @@ type reqCtx struct {
 	base  string
 	now   time.Time
 	route string
+	// scopes is the X-OAuth-Scopes answer of a classic token (classic).
+	scopes  string
+	classic bool
 }
 
 type result struct {
@@ -357,6 +363,7 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, route string, h hand
 	if hasTok {
 		s.mu.RLock()
 		c.user = s.tokens[tok]
+		c.scopes, c.classic = s.scopes[tok]
 		s.mu.RUnlock()
 		if c.user == nil {
 			badCreds = true
@@ -574,6 +581,9 @@ func (s *Sim) write(w http.ResponseWriter, c *reqCtx, res *result, b *bucket) {
 	hd.Set("X-GitHub-Api-Version-Selected", "2022-11-28")
 	hd.Set("X-GitHub-Request-Id", fmt.Sprintf("0000:%04X:%06X:%06X:%08X", os.Getpid()&0xffff, s.reqID.Add(1), c.now.Unix()&0xffffff, c.now.Unix()))
 	hd.Set("Vary", "Accept, Authorization, Cookie, X-GitHub-OTP")
+	if c.classic && c.user != nil {
+		hd.Set("X-OAuth-Scopes", c.scopes)
+	}
 	if c.r.Method == http.MethodGet {
 		hd.Set("Cache-Control", "private, max-age=60, s-maxage=60")
 	}

@@ -65,6 +65,7 @@ type Client struct {
 	token   Secret                    // for redaction of echoed text; empty with App auth
 	app     *ghinstallation.Transport // App installation auth, else nil
 	asApp   bool                      // Options.AsApp
+	source  string                    // where the credentials came from (AuthSource)
 	cache   *lruCache
 	log     *slog.Logger
 	obs     Observer
@@ -162,6 +163,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 		}
 		itr.BaseURL = strings.TrimSuffix(base.String(), "/")
 		c.app = itr
+		c.source = "GitHub App"
 		layer = &hostGuard{host: base.Host, auth: itr, plain: layer}
 		c.log.Info("github auth", "source", "app", "app_id", cfg.AppID, "installation_id", cfg.AppInstallationID)
 	} else {
@@ -172,7 +174,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 				return nil, err
 			}
 		}
-		c.token = tok
+		c.token, c.source = tok, source
 		layer = &tokenTransport{token: tok, host: base.Host, next: layer}
 		c.log.Info("github auth", "source", source, "api_url", base.String())
 	}
@@ -189,6 +191,11 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 // IsApp reports whether the client acts as a GitHub App installation
 // (or Options.AsApp pretends so): only an App may write check runs.
 func (c *Client) IsApp() bool { return c.app != nil || c.asApp }
+
+// AuthSource says where the credentials came from, for messages that say
+// what to fix: "GITHUB_TOKEN", "GH_TOKEN", "gh auth token", "config" (a
+// token set in Config) or "GitHub App" (installation auth).
+func (c *Client) AuthSource() string { return c.source }
 
 // String names the API without credentials.
 func (c *Client) String() string { return "github.Client{" + c.baseURL.String() + "}" }

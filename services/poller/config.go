@@ -84,6 +84,21 @@ func (c Config) Discovers() bool {
 	return slices.ContainsFunc(c.Repos, func(r string) bool { return strings.TrimSpace(r) != "" })
 }
 
+// RepoRefs are the repositories PRLOOP_REPOS names, those Validate
+// accepts: empty entries are none.
+func (c Config) RepoRefs() []ghref.Repo {
+	var repos []ghref.Repo
+	for _, r := range c.Repos {
+		if strings.TrimSpace(r) == "" {
+			continue
+		}
+		if repo, err := ghref.ParseRepo(r); err == nil {
+			repos = append(repos, repo)
+		}
+	}
+	return repos
+}
+
 // Validate checks the configuration; errors name the variable.
 func (c Config) Validate() error {
 	errs := []error{c.Common.Validate(), c.Config.Validate(), c.PolicyConfig.Validate()}

@@ -20,7 +20,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -190,13 +189,8 @@ func New(cfg Config, d Deps) *Service {
 		reopenWatchCap: defaultReopenWatchCap,
 		sweepInterval:  defaultSweepInterval,
 	}
-	for _, r := range cfg.Repos {
-		if strings.TrimSpace(r) == "" {
-			continue
-		}
-		if repo, err := ghref.ParseRepo(r); err == nil {
-			s.repo(repo).discover = true
-		}
+	for _, repo := range cfg.RepoRefs() {
+		s.repo(repo).discover = true
 	}
 	return s
 }

@@ -24,6 +24,11 @@ func FromRuntime(ctx context.Context, rt *app.Runtime, cfg Config) (*Service, er
 	if err != nil {
 		return nil, err
 	}
+	// A repository GitHub does not show would be polled, and refused, for
+	// ever: refuse it at start instead.
+	if err := rt.CheckRepos(ctx, client, cfg.RepoRefs()); err != nil {
+		return nil, err
+	}
 	self := rt.SelfLogin(ctx, client, cfg.GitHubLogin)
 	js := rt.JS
 	log := rt.Log.With("component", Name)
