@@ -7,7 +7,6 @@ package main
 
 import (
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,18 +37,12 @@ const (
 // with X-OAuth-Scopes.
 func startScopedSim(t *testing.T) simEnv {
 	t.Helper()
-	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir(), RealClock: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sim.Close() })
-	demo, err := ghsim.SeedDemo(sim)
-	require.NoError(t, err)
-	for tok, scopes := range map[string][]string{tokClassicRepo: {"repo"}, tokClassicGist: {"gist"}} {
-		sim.AddToken(tok, ghsim.DemoPrloop)
-		sim.SetTokenScopes(tok, scopes...)
-	}
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	return simEnv{url: srv.URL, token: demo.Tokens[ghsim.DemoPrloop]}
+	return startTestSim(t, func(sim *ghsim.Sim) {
+		for tok, scopes := range map[string][]string{tokClassicRepo: {"repo"}, tokClassicGist: {"gist"}} {
+			sim.AddToken(tok, ghsim.DemoPrloop)
+			sim.SetTokenScopes(tok, scopes...)
+		}
+	})
 }
 
 // withEnv returns env with each KEY=VALUE of set replacing the same KEY.

@@ -263,13 +263,16 @@ func (s simEnv) env() []string {
 	return []string{"PRLOOP_GITHUB_API_URL=" + s.url, "GITHUB_TOKEN=" + s.token, "GH_TOKEN=", "PRLOOP_GITHUB_LOGIN=" + ghsim.DemoPrloop}
 }
 
-func startTestSim(t *testing.T) simEnv {
+func startTestSim(t *testing.T, setup ...func(*ghsim.Sim)) simEnv {
 	t.Helper()
 	sim, err := ghsim.New(ghsim.Options{Dir: t.TempDir(), RealClock: true})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = sim.Close() })
 	demo, err := ghsim.SeedDemo(sim)
 	require.NoError(t, err)
+	for _, f := range setup {
+		f(sim)
+	}
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	return simEnv{url: srv.URL, token: demo.Tokens[ghsim.DemoPrloop]}
