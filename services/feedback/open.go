@@ -402,14 +402,14 @@ func (s *Service) open(ctx context.Context, req OpenRequest, key string, lease *
 	}
 	// The claim is written before the first push: a process that dies
 	// after the push finds, on the retry, a branch that is its own.
+	// A claim of another worktree on a branch GitHub no longer has (its PR
+	// merged and the branch deleted, or a push that never happened) passes
+	// to this one: planOpen let it through only because the branch is new.
 	claim := openClaim{Worktree: req.Worktree, At: s.d.Now().UTC()}
-	if f.Claim != nil {
+	if f.Claim != nil && f.Claim.Worktree == req.Worktree {
 		claim = *f.Claim
-	}
-	if f.Claim == nil {
-		if claimRev, err = s.saveClaim(ctx, key, claim, claimRev); err != nil {
-			return ghref.PR{}, err
-		}
+	} else if claimRev, err = s.saveClaim(ctx, key, claim, claimRev); err != nil {
+		return ghref.PR{}, err
 	}
 	if plan.push {
 		start, err := git.MergeBase(ctx, wt, f.Base, f.Result)

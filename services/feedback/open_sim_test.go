@@ -219,19 +219,30 @@ func openOnlyOwned(t *testing.T, mode sandbox.Mode) {
 	// pushed to its PR, and none from another worktree.
 	mine, head := advance("feature/mine")
 	ask(mine, "feature/mine", head)
-	created := waitCreated(t, e, "feature/mine")
-	cmd := exec.Command("sh", "-c", "echo again >>more.txt && git -c user.name=agent -c user.email=a@example.com commit -qam Again && git rev-parse HEAD")
-	cmd.Dir, cmd.Env = mine, append(os.Environ(), "GIT_CONFIG_GLOBAL="+os.DevNull)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	ask(mine, "feature/mine", strings.TrimSpace(string(out)))
+	created := waitCreated(t, e, "feature/mine", head)
+	more := commitMore(t, mine)
+	ask(mine, "feature/mine", more)
 	require.Eventually(t, func() bool {
 		info, err := e.sim.PRInfo(created.PR)
-		return err == nil && info.HeadSHA == strings.TrimSpace(string(out))
+		return err == nil && info.HeadSHA == more
 	}, waitFor, 20*time.Millisecond, "prloop's own branch took no more commits from its worktree")
 	other, head := advance("feature/mine")
 	ask(other, "feature/mine", head)
 	refused(`branch \"feature/mine\" belongs to pull request #` + strconv.Itoa(created.PR.Number) + `, which prloop did not open from ` + other)
+
+	// Once the branch is gone from GitHub (its PR merged, say, and the
+	// branch deleted), another worktree may open a PR from a branch of that
+	// name, and the branch is then that worktree's: it takes more commits.
+	require.NoError(t, e.client.DeleteBranch(t.Context(), e.repo, "feature/mine"))
+	again, head := advance("feature/mine")
+	ask(again, "feature/mine", head)
+	reopened := waitCreated(t, e, "feature/mine", head)
+	more = commitMore(t, again)
+	ask(again, "feature/mine", more)
+	require.Eventually(t, func() bool {
+		info, err := e.sim.PRInfo(reopened.PR)
+		return err == nil && info.HeadSHA == more
+	}, waitFor, 20*time.Millisecond, "the branch's new owner could not push to it")
 
 	e.consumerSettled()
 	dead, err := events.CountDeadLetters(context.Background(), e.conn.JS, feedback.Name)
@@ -247,13 +258,23 @@ func openOnlyOwned(t *testing.T, mode sandbox.Mode) {
 	}
 }
 
-// waitCreated waits for the PRCreated of branch and returns it.
-func waitCreated(t *testing.T, e *env, branch string) *events.Created {
+// commitMore commits one more change in the worktree wt and returns it.
+func commitMore(t *testing.T, wt string) string {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "echo again >>more.txt && git -c user.name=agent -c user.email=a@example.com commit -qam Again && git rev-parse HEAD")
+	cmd.Dir, cmd.Env = wt, append(os.Environ(), "GIT_CONFIG_GLOBAL="+os.DevNull)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return strings.TrimSpace(string(out))
+}
+
+// waitCreated waits for the PRCreated of branch at head and returns it.
+func waitCreated(t *testing.T, e *env, branch, head string) *events.Created {
 	t.Helper()
 	var created *events.Created
 	require.Eventually(t, func() bool {
 		for _, r := range e.rec.All() {
-			if c, ok := r.Data.(*events.Created); ok && c.Branch == branch {
+			if c, ok := r.Data.(*events.Created); ok && c.Branch == branch && c.HeadSHA == head {
 				created = c
 				return true
 			}
