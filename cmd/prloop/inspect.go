@@ -164,11 +164,11 @@ func printStatus(w io.Writer, rows []statusRow, now time.Time) error {
 		}
 		age := "-"
 		if !r.WatchedSince.IsZero() {
-			age = since(now, r.WatchedSince)
+			age = prstatus.Age(now, r.WatchedSince)
 		}
 		last := "-"
 		if r.LastEventType != "" {
-			last = fmt.Sprintf("%s (%s ago)", r.LastEventType, since(now, r.LastEventAt))
+			last = fmt.Sprintf("%s (%s ago)", r.LastEventType, prstatus.Age(now, r.LastEventAt))
 		}
 		esc := "no"
 		if r.Escalated() {
@@ -182,13 +182,6 @@ func printStatus(w io.Writer, rows []statusRow, now time.Time) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.PR.PR, status, ghref.ShortSHA(r.HeadSHA), r.FixCycle, age, last, esc, r.Line.Text)
 	}
 	return tw.Flush()
-}
-
-// since is how long before now t was, to the second, and 0s for a t after
-// now: a clock moved back (or another host's, a little ahead) makes no
-// negative age.
-func since(now, t time.Time) string {
-	return max(0, now.Sub(t)).Round(time.Second).String()
 }
 
 // cliSettings are the services' settings the operator commands name, read

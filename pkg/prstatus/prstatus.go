@@ -575,3 +575,13 @@ func firstNonEmpty(s ...string) string {
 	}
 	return ""
 }
+
+// Age is how long ago t was at now, in whole seconds, for people: never
+// negative (prloop's clock may have been moved, or a replica's runs
+// behind), and "" for a zero t.
+func Age(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return max(0, now.Sub(t)).Round(time.Second).String()
+}

@@ -249,7 +249,7 @@ func (p *Page) model(feed *Feed) model {
 			q := queue{Repo: pr.PR.RepoRef().String(), Base: pr.Base}
 			for i, e := range b.Queue(pr.PR.RepoRef(), pr.Base) {
 				el := b.Line(e.PR, p.o.Line)
-				q.Entries = append(q.Entries, queueEntry{Pos: i + 1, Ref: e.PR.String(), URL: p.url(e.PR), Title: e.Title, Text: el.Text, State: string(el.State), Waited: since(now, e.QueuedAt)})
+				q.Entries = append(q.Entries, queueEntry{Pos: i + 1, Ref: e.PR.String(), URL: p.url(e.PR), Title: e.Title, Text: el.Text, State: string(el.State), Waited: prstatus.Age(now, e.QueuedAt)})
 			}
 			m.Queues = append(m.Queues, q)
 		}
@@ -263,16 +263,8 @@ func (p *Page) model(feed *Feed) model {
 // url is the PR's html URL from its events, else the one GitHub would give.
 func (p *Page) url(pr ghref.PR) string { return pr.WithURL(p.o.WebBase).URL }
 
-// since is how long ago t was, to the second ("3m12s").
-func since(now, t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return max(0, now.Sub(t)).Round(time.Second).String()
-}
-
 func ago(now, t time.Time) string {
-	if s := since(now, t); s != "" {
+	if s := prstatus.Age(now, t); s != "" {
 		return s + " ago"
 	}
 	return ""
