@@ -179,6 +179,9 @@ type PRView struct {
 	// GitHub says "behind" only when the base requires branches to be up to
 	// date, and "blocked" or "unstable" hide it even then.
 	MergeableState string
+	// BaseSHA is the base tip GitHub compared the PR with (for a
+	// conflict's event); MergeSHA the merge commit of a merged PR.
+	BaseSHA, MergeSHA string
 }
 
 // ViewOf extracts a PRView from GitHub's answer.
@@ -186,6 +189,7 @@ func ViewOf(p *gh.PullRequest) PRView {
 	return PRView{
 		Open: p.GetState() == "open", Merged: p.GetMerged(), Draft: p.GetDraft(),
 		HeadSHA: p.GetHead().GetSHA(), BaseRef: p.GetBase().GetRef(), MergeableState: p.GetMergeableState(),
+		BaseSHA: p.GetBase().GetSHA(), MergeSHA: p.GetMergeCommitSHA(),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/events"
@@ -64,19 +65,20 @@ type Entry struct {
 	// as the poller counted them: a conflict resolution is the next one.
 	FixCycle int `json:"fix_cycle,omitempty"`
 
-	// The fields below record progress, written before each step that
-	// changes GitHub, so that a replica taking over after a crash knows
-	// what may have happened.
+	// Intent is the step that changes GitHub (a branch update, a merge)
+	// the entry started and has not seen through, written before the
+	// step, so that a replica taking over after a crash knows what may
+	// have happened (Step's recovery cases).
+	Intent *Intent `json:"intent,omitempty"`
+	// Outbox holds the events Step decided, stored with the entry and
+	// published after it is stored; Leaving, when set, says the entry
+	// leaves its queue (a metrics result) once they are out. A crash in
+	// between leaves them here, and the next pass publishes them first.
+	Outbox  []cloudevents.Event `json:"outbox,omitempty"`
+	Leaving string              `json:"leaving,omitempty"`
 
-	// UpdatingFrom is the head a branch update was started from; UpdatingTo
-	// the head it will produce, when known in advance (rebase).
-	UpdatingFrom string `json:"updating_from,omitempty"`
-	UpdatingTo   string `json:"updating_to,omitempty"`
-	// MergingHead is the head a merge was requested for. MergingTree, in
-	// speculative mode, is the tree of the green candidate that merge was
-	// made for: main's tree after it must be that one.
-	MergingHead string `json:"merging_head,omitempty"`
-	MergingTree string `json:"merging_tree,omitempty"`
+	// The fields below record what was said and how the entry fares.
+
 	// UpdateAnnounced is the head prloop made whose PRBranchUpdated was
 	// published: Head is saved first, so a publish lost to a crash or an
 	// error is made on the next pass (see announceUpdate).
@@ -248,6 +250,9 @@ func (q queue) get(ctx context.Context, key string) (stored, error) {
 	var en Entry
 	if err := json.Unmarshal(e.Value(), &en); err != nil {
 		return stored{}, fmt.Errorf("decode queue entry %s: %w", key, err)
+	}
+	if en.Intent == nil {
+		en.Intent = legacyIntent(e.Value())
 	}
 	return stored{Entry: en, key: key, rev: e.Revision()}, nil
 }
@@ -426,12 +431,45 @@ func (q queue) save(ctx context.Context, s *stored) error {
 	return nil
 }
 
+// saveAs writes next in place of s's entry if nobody changed it
+// meanwhile, and only then makes it s's entry.
+func (q queue) saveAs(ctx context.Context, s *stored, next Entry) error {
+	w := stored{Entry: next, key: s.key, rev: s.rev}
+	if err := q.save(ctx, &w); err != nil {
+		return err
+	}
+	*s = w
+	return nil
+}
+
 // remove deletes s if nobody changed it meanwhile; an entry replaced by a
 // newer approval stays.
 func (q queue) remove(ctx context.Context, s stored) error {
 	err := q.kv.Delete(ctx, s.key, jetstream.LastRevision(s.rev))
 	if err != nil && !kvlease.IsConflict(err) && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("remove %s from the merge queue: %w", s.PR, err)
+	}
+	return nil
+}
+
+// legacyIntent reads the half-done step of an entry an earlier version
+// wrote (separate updating_* and merging_* fields), so that an upgrade in
+// the middle of a merge still recognises prloop's own step.
+func legacyIntent(body []byte) *Intent {
+	var old struct {
+		UpdatingFrom string `json:"updating_from"`
+		UpdatingTo   string `json:"updating_to"`
+		MergingHead  string `json:"merging_head"`
+		MergingTree  string `json:"merging_tree"`
+	}
+	if json.Unmarshal(body, &old) != nil {
+		return nil
+	}
+	switch {
+	case old.MergingHead != "":
+		return &Intent{Kind: intentMerge, Head: old.MergingHead, Tree: old.MergingTree}
+	case old.UpdatingFrom != "":
+		return &Intent{Kind: intentUpdate, Head: old.UpdatingFrom, To: old.UpdatingTo}
 	}
 	return nil
 }

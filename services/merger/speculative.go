@@ -229,6 +229,13 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	if len(entries) == 0 {
 		return false, sp.clear(ctx)
 	}
+	for _, st := range entries {
+		if len(st.Outbox) > 0 || st.Leaving != "" {
+			// A decision stored and not carried out (a crash): its events
+			// first, and an entry that was leaving leaves.
+			return true, s.finish(ctx, st)
+		}
+	}
 	if entries[0].NotBefore.After(s.d.Now()) {
 		return false, nil
 	}
@@ -379,7 +386,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 		}
 	}
 	st := riders[0].st
-	if err := s.announceWaiting(ctx, &st, checks[0]); err != nil {
+	if err := s.announce(ctx, &st, checks[0], log); err != nil {
 		return false, s.saved(err)
 	}
 	return true, ctxtime.Sleep(ctx, s.cfg.PollInterval)
@@ -421,7 +428,7 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 		d := Decide(Input{PR: v, Head: st.Head, Approval: reads[i].approval, ChecksTimeout: s.cfg.ChecksTimeout})
 		switch d.Action {
 		case ActMerged:
-			if st.MergingHead != "" && st.MergingHead == v.HeadSHA {
+			if m := st.merging(); m != nil && m.Head == v.HeadSHA {
 				// Merged by prloop, and the answer was lost: check it as if
 				// it had come.
 				_, err := sp.verifyMerged(ctx, st, p, p.GetMergeCommitSHA(), log)
@@ -968,7 +975,7 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 		if !verdict.ok() {
 			return sp.withheld(ctx, st, verdict, log)
 		}
-		st.MergingHead, st.MergingTree = c.Head, c.Tree
+		st.Intent = &Intent{Kind: intentMerge, Head: c.Head, Tree: c.Tree}
 		if err := s.q.save(ctx, &st); err != nil {
 			return s.saved(err)
 		}
@@ -984,9 +991,8 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 				return err
 			}
 			if isRefusal(err) {
-				st.MergingHead, st.MergingTree = "", ""
-				_, err := s.refused(ctx, &st, "merge", err, log)
-				return err
+				st.Intent = nil // refused and not merged: nothing of ours to recognise later
+				return s.refused(ctx, &st, "merge", err, log)
 			}
 			return s.retryLater(ctx, &st, err, log)
 		}
@@ -1014,48 +1020,30 @@ func (sp *speculation) withheld(ctx context.Context, st stored, v landVerdict, l
 		log.Info("the base branch moved; rebuilding the candidates", "why", v.Why)
 		return nil
 	}
-	_, err := sp.s.withheld(ctx, &st, v, log)
-	return err
+	return sp.s.withheld(ctx, &st, v, log)
 }
 
-// verifyMerged finishes a merge prloop made of st: PRMerged, the entry
-// leaves; and when main's tree after it is not the tree of the green
-// candidate the merge was made for (st.MergingTree, recorded before the
-// merge call: not whatever candidate of the PR the batch holds now, which
-// may be a rebuilt one CI has not passed), a human is called: the change
-// landed, but not as tested. It reports whether the tree matched.
+// verifyMerged finishes a merge prloop made of st (its merge intent,
+// recorded before the merge call with the tree of the green candidate the
+// merge was made for: not whatever candidate of the PR the batch holds
+// now, which may be a rebuilt one CI has not passed): core's landed, with
+// the merge commit's tree read here. It reports whether the tree matched.
 func (sp *speculation) verifyMerged(ctx context.Context, st stored, p *gh.PullRequest, mergeSHA string, log *slog.Logger) (bool, error) {
 	s := sp.s
-	tree := st.MergingTree
-	ok, err := sp.treeMatches(ctx, st, mergeSHA, tree)
-	if err != nil {
-		return false, err
-	}
-	if !ok {
-		why := fmt.Sprintf("merged %s as %s, whose tree is not the tree of the candidate prloop tested (%s); main may hold an untested combination, and the queue's later candidates are rebuilt on it",
-			ghref.ShortSHA(st.MergingHead), ghref.ShortSHA(mergeSHA), ghref.ShortSHA(tree))
-		log.Error("merged tree differs from the tested candidate", "merge_sha", mergeSHA, "want_tree", tree)
-		if _, _, err := s.emit.Emit(ctx, &events.EscalationRequested{
-			Base: events.Base{PR: st.PR, HeadSHA: st.MergingHead}, Reason: events.ReasonUntestedMerge, Severity: events.SeverityBlocking,
-			Detail: why, Actor: Name, Epoch: st.Epoch,
-		}, string(events.ReasonUntestedMerge), mergeSHA); err != nil {
-			return false, err
+	var tree string
+	if mergeSHA != "" {
+		c, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), mergeSHA)
+		if err != nil {
+			return false, fmt.Errorf("read the merge of %s: %w", st.PR, err)
 		}
+		tree = c.GetCommit().GetTree().GetSHA()
 	}
-	return ok, s.merged(ctx, st, p, mergeSHA, log)
-}
-
-// treeMatches reports whether the commit mergeSHA has tree; with no tree
-// to compare (a candidate record lost), it does not.
-func (sp *speculation) treeMatches(ctx context.Context, st stored, mergeSHA, tree string) (bool, error) {
-	if tree == "" || mergeSHA == "" {
-		return false, nil
+	t := landed(st.Entry, mergeSHA, tree, s.cfg.policy())
+	ok := st.merging() != nil && st.merging().Tree != "" && tree == st.merging().Tree
+	if !ok {
+		log.Error("merged tree differs from the tested candidate", "merge_sha", mergeSHA, "tree", tree)
 	}
-	c, err := sp.s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), mergeSHA)
-	if err != nil {
-		return false, fmt.Errorf("read the merge of %s: %w", st.PR, err)
-	}
-	return c.GetCommit().GetTree().GetSHA() == tree, nil
+	return ok, s.saved(s.apply(ctx, &st, p, t, log))
 }
 
 // load reads the queue's batch (empty when there is none) and its revision.

@@ -109,7 +109,10 @@ func (s *Service) rebase(ctx context.Context, st *stored, p *gh.PullRequest) (st
 	if err != nil {
 		return "", fmt.Errorf("rebase %s: %w", st.PR, err)
 	}
-	st.UpdatingTo = to
+	if st.Intent == nil {
+		return "", fmt.Errorf("rebase %s: no update intent recorded", st.PR)
+	}
+	st.Intent.To = to
 	if err := s.q.save(ctx, st); err != nil {
 		return "", err
 	}
