@@ -228,7 +228,7 @@ func (s *Service) madeFrom(ctx context.Context, st *stored, p *gh.PullRequest, h
 		return false, err
 	}
 	defer done()
-	return g.isMergeOf(ctx, head, from)
+	return isMergeOf(ctx, g, head, from)
 }
 
 // requiredChecks returns the checks base requires: its branch rules' and

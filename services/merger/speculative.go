@@ -173,7 +173,7 @@ type speculation struct {
 	s   *Service
 	qid string
 	dir string
-	g   gitCmd
+	g   gitRunner
 	log *slog.Logger
 }
 
@@ -788,9 +788,7 @@ func (sp *speculation) commit(ctx context.Context, c Candidate, prev string, ahe
 		args = append(args, "-p", c.Head)
 	}
 	args = append(args, "-m", msg.String())
-	sha, err := sp.g.r.Run(ctx, gitx.Cmd{Args: args, Dir: sp.dir, Env: []string{
-		"GIT_AUTHOR_DATE=" + candidateDate, "GIT_COMMITTER_DATE=" + candidateDate,
-	}})
+	sha, err := sp.g.runEnv(ctx, []string{"GIT_AUTHOR_DATE=" + candidateDate, "GIT_COMMITTER_DATE=" + candidateDate}, args...)
 	if err != nil {
 		return "", fmt.Errorf("build candidate for %s: %w", c.PR, err)
 	}

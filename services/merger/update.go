@@ -129,26 +129,26 @@ func (s *Service) rebase(ctx context.Context, st *stored, p *gh.PullRequest) (st
 // fetch fetches the PR's base and head branches into a scratch repository
 // (as refs/prloop/base and refs/prloop/head) and returns git working in
 // it, and a function that removes it.
-func (s *Service) fetch(ctx context.Context, st *stored, p *gh.PullRequest) (gitCmd, func(), error) {
+func (s *Service) fetch(ctx context.Context, st *stored, p *gh.PullRequest) (gitRunner, func(), error) {
 	baseURL, headURL := p.GetBase().GetRepo().GetCloneURL(), p.GetHead().GetRepo().GetCloneURL()
 	baseRef, headRef := p.GetBase().GetRef(), p.GetHead().GetRef()
 	if baseURL == "" || headURL == "" || baseRef == "" || headRef == "" {
-		return gitCmd{}, nil, fmt.Errorf("fetch %s: GitHub did not say where its branches live", st.PR)
+		return nil, nil, fmt.Errorf("fetch %s: GitHub did not say where its branches live", st.PR)
 	}
 	dir, err := os.MkdirTemp("", "prloop-merger-")
 	if err != nil {
-		return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
+		return nil, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
 	}
 	done := func() { _ = os.RemoveAll(dir) }
 	g := gitCmd{dir: dir, r: &gitx.Runner{Bin: s.d.GitBin, Env: gitEnv(dir), Token: s.d.GitToken}}
 	if _, err := g.run(ctx, "init", "-q"); err != nil {
 		done()
-		return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
+		return nil, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
 	}
 	for _, f := range []struct{ url, ref, to string }{{baseURL, baseRef, "base"}, {headURL, headRef, "head"}} {
 		if _, err := g.remote(ctx, f.url, "fetch", "-q", "--no-tags", f.url, "+refs/heads/"+f.ref+":refs/prloop/"+f.to); err != nil {
 			done()
-			return gitCmd{}, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
+			return nil, nil, fmt.Errorf("fetch %s: %w", st.PR, err)
 		}
 	}
 	return g, done, nil
@@ -158,7 +158,7 @@ func (s *Service) fetch(ctx context.Context, st *stored, p *gh.PullRequest) (git
 // of a base-branch commit into from exactly as prloop computes it: parents
 // from and a commit of refs/prloop/base, and the tree git merge-tree
 // writes for those two. A head that moved on again is not.
-func (g gitCmd) isMergeOf(ctx context.Context, head, from string) (bool, error) {
+func isMergeOf(ctx context.Context, g gitRunner, head, from string) (bool, error) {
 	got, err := g.run(ctx, "rev-parse", "refs/prloop/head")
 	if err != nil || got != head {
 		return false, err
@@ -201,6 +201,24 @@ func gitEnv(dir string) []string {
 	}
 }
 
+// gitRunner is the merger's git, in one scratch repository: candidates
+// (merge-tree, commit-tree, their push) and branch updates (the rebase,
+// the check of a merge commit GitHub made) all go through it, so a table
+// test can record what git is asked and answer for it. gitCmd runs the
+// real git (pkg/gitx: hardened, the token only for remote commands).
+type gitRunner interface {
+	// run runs a local git command and returns its trimmed stdout.
+	run(ctx context.Context, args ...string) (string, error)
+	// runEnv is run with more environment (a candidate's fixed dates).
+	runEnv(ctx context.Context, env []string, args ...string) (string, error)
+	// remote runs a git command that talks to remote, with the credential.
+	remote(ctx context.Context, remote string, args ...string) (string, error)
+	// ok runs git for its exit status: true on 0, false on 1.
+	ok(ctx context.Context, args ...string) (bool, error)
+}
+
+var _ gitRunner = gitCmd{}
+
 // gitCmd runs git in one scratch repository.
 type gitCmd struct {
 	dir string
@@ -211,6 +229,11 @@ type gitCmd struct {
 // carries stderr.
 func (g gitCmd) run(ctx context.Context, args ...string) (string, error) {
 	return g.r.Run(ctx, gitx.Cmd{Args: args, Dir: g.dir})
+}
+
+// runEnv runs a local git command with env added to its environment.
+func (g gitCmd) runEnv(ctx context.Context, env []string, args ...string) (string, error) {
+	return g.r.Run(ctx, gitx.Cmd{Args: args, Dir: g.dir, Env: env})
 }
 
 // remote runs a git command that talks to remote: only it gets the
