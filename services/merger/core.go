@@ -124,6 +124,8 @@ type Observation struct {
 	Checks *ChecksInput
 	// Compare is how the head stands to its base's tip.
 	Compare headVsBase
+	// Tip is the base tip, read last (the speculative queue's merges).
+	Tip string
 }
 
 // Outcome is what a command found out.
@@ -296,18 +298,8 @@ func Step(e Entry, o Observation, pol Policy) Transition {
 		// The pass went through: earlier errors are not in a row.
 		t.Next.Failures, t.Wait = 0, true
 		return t
-	case ActMerged:
-		if m := e.merging(); m != nil && m.Head == v.HeadSHA {
-			return then(t, landed(next, v.MergeSHA, o.MergedTree, pol))
-		}
-		return then(t, Transition{Next: next, Leave: metrics.MergeMergedElsewhere, Why: "merged outside prloop"})
-	case ActDrop:
-		return then(t, drop(next, d.Reason, d.Why, pol))
-	case ActFail:
-		if d.Reason == events.ReasonMergeConflict {
-			return then(t, conflicted(next, v.BaseSHA, d.Why, pol))
-		}
-		return then(t, fail(next, d.Reason, d.Why, pol))
+	case ActMerged, ActDrop, ActFail:
+		return then(t, exit(next, v, d, o.MergedTree, pol))
 	case ActUpdate:
 		if pol.DryRun {
 			return then(t, dryRunMerged(next, pol))
@@ -336,6 +328,27 @@ func Step(e Entry, o Observation, pol Policy) Transition {
 	t.Next.Intent = &Intent{Kind: intentMerge, Head: v.HeadSHA, Tree: o.Compare.tree}
 	t.Commands = []Command{cmdMerge{Head: v.HeadSHA, Tree: o.Compare.tree, Landing: l}}
 	return t
+}
+
+// exit is the transition of an entry that leaves its queue on Decide's
+// d (ActMerged, ActDrop, ActFail), in either queue mode: a merge prloop
+// made (the entry's merge intent, the PR merged on that head) is checked
+// against the tree CI passed (landed), one made by someone else only
+// leaves, a conflict goes through conflicted.
+func exit(e Entry, v PRView, d Decision, mergedTree string, pol Policy) Transition {
+	switch d.Action {
+	case ActMerged:
+		if m := e.merging(); m != nil && m.Head == v.HeadSHA {
+			return landed(e, v.MergeSHA, mergedTree, pol)
+		}
+		return Transition{Next: e, Leave: metrics.MergeMergedElsewhere, Why: "merged outside prloop"}
+	case ActDrop:
+		return drop(e, d.Reason, d.Why, pol)
+	}
+	if d.Reason == events.ReasonMergeConflict {
+		return conflicted(e, v.BaseSHA, d.Why, pol)
+	}
+	return fail(e, d.Reason, d.Why, pol)
 }
 
 // then is t's entry and events followed by u's decision about them.

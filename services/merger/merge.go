@@ -279,16 +279,19 @@ func (s *Service) updateBranch(ctx context.Context, st *stored, p *gh.PullReques
 	return Outcome{Kind: transient, Err: err}
 }
 
-// merge carries out Step's merge command when mayLand still lets it
-// through with the base tip read last, right before the merge call, and
-// says what came of it.
+// merge carries out a merge command when mayLand still lets it through
+// with the base tip read last, right before the merge call (here, unless
+// the command's landing holds the tip its caller just read), and says what
+// came of it.
 func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cmdMerge, log *slog.Logger) Outcome {
-	tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
-	if err != nil {
-		return Outcome{Kind: transient, Err: err}
-	}
 	l := c.Landing
-	l.Tip = tip.GetSHA()
+	if l.Tip == "" {
+		tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
+		if err != nil {
+			return Outcome{Kind: transient, Err: err}
+		}
+		l.Tip = tip.GetSHA()
+	}
 	if v := mayLand(l); !v.ok() {
 		return Outcome{Kind: withheld, Verdict: v}
 	}
@@ -367,19 +370,6 @@ func (s *Service) treeOf(ctx context.Context, st stored, sha string) (string, er
 	return tree, nil
 }
 
-// refused applies Step's rule for a merge or update GitHub refused
-// outside process (the speculative queue's merges): counted, and looked
-// at again after the poll interval, until PRLOOP_MERGE_RETRIES runs out.
-func (s *Service) refused(ctx context.Context, st *stored, what string, err error, log *slog.Logger) error {
-	return s.applyThenWait(ctx, st, refuse(st.Entry, "GitHub", fmt.Errorf("%s: %w", what, err), s.cfg.policy()), log)
-}
-
-// withheld applies Step's rule for a merge mayLand refused outside
-// process (withhold).
-func (s *Service) withheld(ctx context.Context, st *stored, v landVerdict, log *slog.Logger) error {
-	return s.applyThenWait(ctx, st, withhold(st.Entry, v, s.cfg.policy()), log)
-}
-
 // applyThenWait carries out t, and waits the poll interval when t says so.
 func (s *Service) applyThenWait(ctx context.Context, st *stored, t Transition, log *slog.Logger) error {
 	if err := s.apply(ctx, st, nil, t, log); err != nil {
@@ -434,13 +424,6 @@ func (s *Service) deleteHead(ctx context.Context, st stored, p *gh.PullRequest, 
 func (s *Service) fail(ctx context.Context, st stored, reason events.Reason, why string, log *slog.Logger) error {
 	log.Warn("merge failed; a human is needed", "reason", reason, "why", why, "dry_run", s.cfg.DryRun)
 	return s.saved(s.apply(ctx, &st, nil, fail(st.Entry, reason, why, s.cfg.policy()), log))
-}
-
-// drop takes the entry out of its queue without merging and without a
-// human (core's drop).
-func (s *Service) drop(ctx context.Context, st stored, reason events.Reason, why string, log *slog.Logger) error {
-	log.Info("left the merge queue without merging", "reason", reason, "why", why)
-	return s.saved(s.apply(ctx, &st, nil, drop(st.Entry, reason, why, s.cfg.policy()), log))
 }
 
 // left removes the entry from its queue and counts how it left: once per

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2/event"
 	gh "github.com/google/go-github/v66/github"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -22,7 +23,6 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/gitx"
 	"github.com/prloop/prloop/pkg/kvlease"
-	"github.com/prloop/prloop/pkg/metrics"
 )
 
 // The speculative queue (PRLOOP_QUEUE_MODE=speculative).
@@ -63,6 +63,10 @@ type Batch struct {
 	// SeenChecks names every check that reported on a candidate of the
 	// queue: each must report, and pass, on later candidates too.
 	SeenChecks []string `json:"seen_checks,omitempty"`
+	// Outbox holds the PRMergeCandidate events decided with this batch,
+	// published after it is stored; a pass that stops in between leaves
+	// them for the next, which publishes them first.
+	Outbox []cloudevents.Event `json:"outbox,omitempty"`
 }
 
 // Candidate is one tested combination: the base tip plus the PRs up to and
@@ -88,82 +92,6 @@ type Candidate struct {
 // that moved up after a merge.
 func candidateBranch(base string, n int) string {
 	return "prloop/queue/" + base + "/" + strconv.Itoa(n)
-}
-
-// mergeDecision is chooseMerge's answer.
-type mergeDecision struct {
-	// Merge is how many PRs, from the first, can be merged now: each of
-	// them has its own candidate green.
-	Merge int
-	// Remove, when not 0, is the place (from 1) of a PR whose candidate
-	// failed while the candidate before it passed (or it is the first):
-	// that PR broke the build and leaves the queue.
-	Remove int
-	// Stack says new candidates may be built at the end of the chain. Not
-	// after a failed candidate: a candidate stacked on it holds the
-	// failure too, and would only spend a CI run on a certain red. They
-	// are built once the failing PR has left.
-	Stack bool
-}
-
-// chooseMerge decides from the candidates' check verdicts, in order, what
-// the queue can do: merge the PRs whose candidates are green, from the
-// first up to the first that is not; remove the PR whose candidate is the
-// first failed one when the candidate before it passed (the base plus the
-// PRs ahead was green, adding this PR made it red); or wait. It is pure.
-//
-// Merging PR k moves the base to candidate k's tree, so candidate k must
-// be green before that merge call, whatever a later candidate says: a
-// green candidate k+1 proves the PRs 1…k+1 together, not the tree main
-// sits on between the two merges, and if the second merge does not come
-// (refused, approval withdrawn, base moved) main stays on that tree. So
-// [pending, green] waits for the first candidate. Squash merges land one
-// PR at a time; nothing can move the base to candidate k+1 in one step.
-//
-// A failed candidate after a pending one only waits: its fault may lie
-// with a PR before it, which that PR's own candidate will show.
-func chooseMerge(states []ChecksState) mergeDecision {
-	d := mergeDecision{Stack: true}
-	proven := true // every candidate so far is green
-	for i, st := range states {
-		if st == ChecksFailed {
-			d.Stack = false
-			if i == 0 || states[i-1] == ChecksGreen {
-				d.Remove = i + 1
-			}
-			break
-		}
-		proven = proven && st == ChecksGreen
-		if proven {
-			d.Merge = i + 1
-		}
-	}
-	return d
-}
-
-// reusable returns the old candidate that still tests what the chain's
-// candidate for pr at head must test: the same tree. Its place may have
-// changed (the PRs ahead of it merged): the tree, not the place, is what
-// CI tested.
-func reusable(old []Candidate, pr ghref.PR, head, tree string) (Candidate, bool) {
-	for _, c := range old {
-		if c.PR.Number == pr.Number && c.Head == head && c.Tree == tree {
-			return c, true
-		}
-	}
-	return Candidate{}, false
-}
-
-// invalidated returns the candidates of old that next no longer holds
-// (by commit), for PRs still queued.
-func invalidated(old, next []Candidate, queued func(ghref.PR) bool) []Candidate {
-	var out []Candidate
-	for _, c := range old {
-		if !slices.ContainsFunc(next, func(n Candidate) bool { return n.SHA == c.SHA }) && queued(c.PR) {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // speculation is one replica's work on one queue in speculative mode,
@@ -264,6 +192,13 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if len(batch.Outbox) > 0 {
+		// Decided and stored, not said: a pass stopped in between.
+		if rev, err = sp.flush(ctx, batch, rev); err != nil {
+			return false, err
+		}
+		batch.Outbox = nil
+	}
 	chain, fresh, baseSHA, conflict, err := sp.build(ctx, riders, batch.Candidates)
 	if err != nil {
 		return retry(err)
@@ -277,12 +212,6 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	// (a changed tree changes every tree after it); only they can have
 	// checks. New ones are pending by definition.
 	kept := len(chain) - len(fresh)
-	states := make([]ChecksState, len(chain))
-	checks := make([]Checks, len(chain))
-	for i := kept; i < len(chain); i++ {
-		states[i] = ChecksPending
-		checks[i] = Checks{State: ChecksPending, Pending: []string{"any check (the candidate is new)"}}
-	}
 	// One base, one read of what it requires, for every candidate.
 	var required []string
 	if kept > 0 {
@@ -298,37 +227,33 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	}); err != nil {
 		return retry(err)
 	}
-	judged, judgedOn, seen := judgeCandidates(inputs, required, batch.SeenChecks, headChecks(riders[:kept]))
-	if n := greenPrefix(judged); n > 0 {
-		// About to trust a green candidate: what reported on the heads it
-		// carries is expected of it too, read now, when CI on those heads
-		// has had the longest time to register.
-		grew, err := sp.readHeadChecks(ctx, riders[:n])
+	pol := s.cfg.policy()
+	view := batchView{
+		Now: s.d.Now(), Base: riders[0].st.Base, BaseSHA: baseSHA, Chain: chain, Kept: kept, Inputs: inputs,
+		Required: required, Seen: batch.SeenChecks, Heads: headChecks(riders[:kept]),
+	}
+	d := decideBatch(view, pol)
+	if d.ReadHeads > 0 {
+		_, err := sp.readHeadChecks(ctx, riders[:d.ReadHeads])
 		if errors.Is(err, errReplaced) {
 			return true, nil
 		}
 		if err != nil {
 			return retry(err)
 		}
-		if grew {
-			judged, judgedOn, seen = judgeCandidates(inputs, required, batch.SeenChecks, headChecks(riders[:kept]))
-		}
+		view.Heads, view.HeadsRead = headChecks(riders[:kept]), true
+		d = decideBatch(view, pol)
 	}
-	copy(checks, judged)
-	for i := range kept {
-		states[i] = checks[i].State
-	}
-	d := chooseMerge(states)
 	if d.Merge > 0 && d.Remove == 0 {
 		// The checks seen on the candidates about to merge stay expected
 		// of those behind them, which are built on their trees.
 		next := batch
-		next.SeenChecks = seen
+		next.SeenChecks = d.Seen
 		if d.Stack && len(chain) == len(riders) {
-			stacked, err := sp.stackNext(ctx, next, chain, fresh, riders, entries, d.Merge, baseSHA)
+			stacked, err := sp.stackNext(ctx, chain, fresh, riders, entries, d.Merge, baseSHA, batch.Candidates)
 			switch {
 			case err == nil:
-				next = stacked
+				next.BaseSHA, next.Candidates = baseSHA, stacked
 			case ctx.Err() != nil:
 				return false, err
 			default:
@@ -337,47 +262,33 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 				sp.log.Info("cannot stack the next candidates before merging", "err", err)
 			}
 		}
-		if _, err := sp.save(ctx, next, rev); err != nil {
+		if err := sp.record(ctx, batch, next, rev, entries); err != nil {
 			return false, err
 		}
-		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], judgedOn[:d.Merge], baseSHA)
+		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], d.Judged[:d.Merge], baseSHA)
 	}
 	if !d.Stack {
 		// Built in the scratch repository only; the next pass, after the
 		// failing PR has left, builds what is worth testing.
 		chain, fresh = chain[:kept], nil
 	}
+	// The push comes before the record: a candidate recorded is one CI
+	// can see, and a pass that stops in between builds the same commit
+	// again.
 	if err := sp.push(ctx, riders[0].p, fresh); err != nil {
 		return retry(err)
 	}
-	if err := sp.publish(ctx, batch, chain, riders[0].st.Base, baseSHA, entries); err != nil {
-		return retry(err)
-	}
-	batch.BaseSHA, batch.Candidates, batch.SeenChecks = baseSHA, chain, seen
-	if _, err = sp.save(ctx, batch, rev); err != nil {
+	next := batch
+	next.BaseSHA, next.Candidates, next.SeenChecks = baseSHA, chain, d.Seen
+	if err := sp.record(ctx, batch, next, rev, entries); err != nil {
 		return false, err
 	}
-	log := sp.log.With("pr", riders[0].st.PR.String())
-	switch {
-	case d.Remove > 0:
+	if d.Fail > 0 {
 		// The culprit leaves first, before the PRs ahead of it merge: the
 		// next pass stacks the PRs behind it on the green prefix while
 		// those merges go on.
-		i := d.Remove - 1
-		c, st := chain[i], riders[i].st
-		var plus strings.Builder
-		for _, a := range chain[:i] {
-			fmt.Fprintf(&plus, "#%d, ", a.PR.Number)
-		}
-		return true, s.fail(ctx, st, events.ReasonChecksFailed, fmt.Sprintf(
-			"checks failed on candidate %s (branch %s: %s at %s plus %sthis PR at %s): %s",
-			ghref.ShortSHA(c.SHA), c.Branch, st.Base, ghref.ShortSHA(baseSHA), plus.String(), ghref.ShortSHA(c.Head), strings.Join(checks[i].Failed, ", ")),
-			sp.log.With("pr", st.PR.String()))
-	case s.d.Now().Sub(chain[0].BuiltAt) >= s.cfg.ChecksTimeout:
-		c := chain[0]
-		return true, s.fail(ctx, riders[0].st, events.ReasonChecksFailed, fmt.Sprintf(
-			"checks on candidate %s (branch %s) still pending after %s: %s",
-			ghref.ShortSHA(c.SHA), c.Branch, s.cfg.ChecksTimeout, strings.Join(checks[0].Pending, ", ")), log)
+		st := riders[d.Fail-1].st
+		return true, s.fail(ctx, st, events.ReasonChecksFailed, d.Why, sp.log.With("pr", st.PR.String()))
 	}
 	// The pass went through: every rider's earlier errors are behind it.
 	for i := range riders {
@@ -386,23 +297,70 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 		}
 	}
 	st := riders[0].st
-	if err := s.announce(ctx, &st, checks[0], log); err != nil {
+	if err := s.announce(ctx, &st, d.Checks[0], sp.log.With("pr", st.PR.String())); err != nil {
 		return false, s.saved(err)
 	}
 	return true, ctxtime.Sleep(ctx, s.cfg.PollInterval)
 }
 
-// riders re-reads the first PRs of the queue on GitHub and lets those
-// that must leave (merged, closed, moved on, approval gone, base changed)
-// do so, as the serial queue would. It reports left when one did: the
-// caller looks again from the start.
+// record stores the queue's next batch with the PRMergeCandidate events
+// that say how it differs from old in its outbox, publishes them, and
+// deletes the branches of candidates whose PRs left: store, then execute.
+func (sp *speculation) record(ctx context.Context, old, next Batch, rev uint64, entries []stored) error {
+	queued := func(pr ghref.PR) bool {
+		return slices.ContainsFunc(entries, func(e stored) bool { return e.PR.Number == pr.Number })
+	}
+	base := entries[0].Base
+	evs, gone := candidateEvents(old, next.Candidates, base, next.BaseSHA, queued)
+	for _, ev := range evs {
+		e, err := sp.s.emit.Build(ev.Data, ev.Parts...)
+		if err != nil {
+			return err
+		}
+		next.Outbox = append(next.Outbox, e)
+	}
+	rev, err := sp.save(ctx, next, rev)
+	if err != nil {
+		return err
+	}
+	for _, c := range gone {
+		sp.deleteBranch(ctx, c)
+	}
+	_, err = sp.flush(ctx, next, rev)
+	return err
+}
+
+// flush publishes the events in the batch's outbox and then empties it.
+func (sp *speculation) flush(ctx context.Context, b Batch, rev uint64) (uint64, error) {
+	if len(b.Outbox) == 0 {
+		return rev, nil
+	}
+	for _, e := range b.Outbox {
+		if _, err := sp.s.emit.Send(ctx, e); err != nil {
+			return rev, err
+		}
+		if d, err := events.DataOf(e); err == nil {
+			if mc, ok := d.(*events.MergeCandidate); ok {
+				sp.log.Info("merge candidate "+mc.State, "pr", mc.PR.String(), "candidate", ghref.ShortSHA(mc.Candidate), "branch", mc.Branch, "ahead", mc.Ahead, "detail", mc.Detail)
+			}
+		}
+	}
+	b.Outbox = nil
+	return sp.save(ctx, b, rev)
+}
+
+// riders re-reads the first PRs of the queue on GitHub (observe) and
+// lets those that must leave (merged, closed, moved on, approval gone,
+// base changed) do so, as the serial queue would (ride, the core's
+// decision). It reports left when one did: the caller looks again from
+// the start.
 func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, bool, error) {
 	s := sp.s
 	// The reads go in parallel: right after a batch merges, the next PRs'
 	// reads are the whole of the queue's critical path.
 	type read struct {
-		p        *gh.PullRequest
-		approval ApprovalCheck
+		p *gh.PullRequest
+		o Observation
 	}
 	reads := make([]read, len(entries))
 	err := parallel(len(entries), func(i int) error {
@@ -411,59 +369,35 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 		if err != nil {
 			return about(st.PR, err)
 		}
-		reads[i].p = p
-		if v := ViewOf(p); v.Open && !v.Merged && v.HeadSHA == st.Head {
-			reads[i].approval, err = s.verify(ctx, st.PR, st.approvalOf(p), sp.log.With("pr", st.PR.String()))
+		v := ViewOf(p)
+		reads[i].p, reads[i].o.PR = p, v
+		switch {
+		case v.Open && !v.Merged && v.HeadSHA == st.Head:
+			reads[i].o.Approval, err = s.verify(ctx, st.PR, st.approvalOf(p), sp.log.With("pr", st.PR.String()))
+		case wants(st.Entry, v).MergedTree:
+			// Merged by prloop, and the answer was lost: checked as if it
+			// had come.
+			reads[i].o.MergedTree, err = s.treeOf(ctx, st, v.MergeSHA)
 		}
 		return about(st.PR, err)
 	})
 	if err != nil {
 		return nil, false, err
 	}
+	pol := s.cfg.policy()
 	var out []rider
 	for i, st := range entries {
-		log := sp.log.With("pr", st.PR.String())
-		p := reads[i].p
-		v := ViewOf(p)
-		d := Decide(Input{PR: v, Head: st.Head, Approval: reads[i].approval, ChecksTimeout: s.cfg.ChecksTimeout})
-		switch d.Action {
-		case ActMerged:
-			if m := st.merging(); m != nil && m.Head == v.HeadSHA {
-				// Merged by prloop, and the answer was lost: check it as if
-				// it had come.
-				_, err := sp.verifyMerged(ctx, st, p, p.GetMergeCommitSHA(), log)
-				return nil, true, err
-			}
-			log.Info("merged outside prloop; leaving the merge queue")
-			return nil, true, s.left(ctx, st, metrics.MergeMergedElsewhere)
-		case ActDrop:
-			return nil, true, s.drop(ctx, st, d.Reason, d.Why, log)
-		case ActFail:
-			if d.Reason == events.ReasonMergeConflict {
-				return nil, true, s.conflicted(ctx, st, "", d.Why, log)
-			}
-			return nil, true, s.fail(ctx, st, d.Reason, d.Why, log)
+		t, rides := ride(st.Entry, reads[i].o, pol)
+		if !rides {
+			log := sp.log.With("pr", st.PR.String())
+			log.Info("leaving the merge queue", "why", t.Why, "result", t.Leave)
+			return nil, true, s.saved(s.apply(ctx, &st, reads[i].p, t, log))
 		}
 		// Wait (mergeability not computed yet), update (behind: the
 		// candidate brings it up to date) and merge all ride.
-		out = append(out, rider{st: st, p: p})
+		out = append(out, rider{st: st, p: reads[i].p})
 	}
 	return out, false, nil
-}
-
-// riding returns how many of the first entries of a queue ride in
-// candidates: at most depth, up to the first that is waiting out the
-// backoff of an error of its own (NotBefore after now). Queue order holds:
-// the PRs behind such an entry wait with it, the PRs ahead of it go on. It
-// is pure.
-func riding(entries []stored, depth int, now time.Time) int {
-	n := min(len(entries), depth)
-	for i := range n {
-		if entries[i].NotBefore.After(now) {
-			return i
-		}
-	}
-	return n
 }
 
 // prError is an error about one PR of the queue (its read, its approval,
@@ -482,52 +416,6 @@ func about(pr ghref.PR, err error) error {
 		return nil
 	}
 	return &prError{pr: pr, err: err}
-}
-
-// blame returns the place (from 0) in prs of the PR an error of a pass is
-// about: the first of them when the error (or one joined in it) is about
-// none of them in particular (the base, the queue, a local failure),
-// otherwise the earliest PR named, since the PRs behind it wait for it
-// anyway. It is pure.
-func blame(err error, prs []ghref.PR) int {
-	place := len(prs)
-	var walk func(error) bool // false: err is about no PR of prs
-	walk = func(err error) bool {
-		switch e := err.(type) {
-		case *prError:
-			i := slices.IndexFunc(prs, func(p ghref.PR) bool { return p == e.pr })
-			if i < 0 {
-				return false
-			}
-			place = min(place, i)
-			return true
-		case interface{ Unwrap() []error }:
-			for _, sub := range e.Unwrap() {
-				if !walk(sub) {
-					return false
-				}
-			}
-			return len(e.Unwrap()) > 0
-		case interface{ Unwrap() error }:
-			if sub := e.Unwrap(); sub != nil {
-				return walk(sub)
-			}
-		}
-		return false
-	}
-	if !walk(err) || place == len(prs) {
-		return 0
-	}
-	return place
-}
-
-// prsOf returns the PRs of entries, in order.
-func prsOf(entries []stored) []ghref.PR {
-	out := make([]ghref.PR, len(entries))
-	for i, e := range entries {
-		out[i] = e.PR
-	}
-	return out
 }
 
 // parallel runs f(0) … f(n-1) at once and returns the first error.
@@ -653,36 +541,32 @@ func (sp *speculation) nextRiders(ctx context.Context, entries []stored) ([]ride
 // tree) with its CI already under way. If the merges stop early, the next
 // pass finds other trees and rebuilds: a CI run spent, nothing untested
 // merged. At most merge more candidates are stacked: as many as leave CI
-// by merging, so no more than the depth are ever pending. It returns the
-// batch holding them, for the caller to save.
-func (sp *speculation) stackNext(ctx context.Context, batch Batch, chain, fresh []Candidate, riders []rider, entries []stored, merge int, baseSHA string) (Batch, error) {
+// by merging, so no more than the depth are ever pending. It pushes the
+// new candidates and returns the chain holding them, for the caller to
+// record.
+func (sp *speculation) stackNext(ctx context.Context, chain, fresh []Candidate, riders []rider, entries []stored, merge int, baseSHA string, old []Candidate) ([]Candidate, error) {
 	more := entries[len(riders):min(len(entries), len(riders)+merge)]
 	more = more[:riding(more, len(more), sp.s.d.Now())]
 	if len(more) == 0 && len(fresh) == 0 {
-		return batch, nil
+		return chain, nil
 	}
 	next, err := sp.nextRiders(ctx, more)
 	if err != nil {
-		return Batch{}, err
+		return nil, err
 	}
 	if len(next) > 0 {
 		if err := sp.fetchHeads(ctx, next); err != nil {
-			return Batch{}, err
+			return nil, err
 		}
 	}
-	chain, extra, _, err := sp.extend(ctx, chain, baseSHA, next, batch.Candidates)
+	chain, extra, _, err := sp.extend(ctx, chain, baseSHA, next, old)
 	if err != nil {
-		return Batch{}, err
+		return nil, err
 	}
-	fresh = append(fresh, extra...)
-	if err := sp.push(ctx, riders[0].p, fresh); err != nil {
-		return Batch{}, err
+	if err := sp.push(ctx, riders[0].p, append(fresh, extra...)); err != nil {
+		return nil, err
 	}
-	if err := sp.publish(ctx, batch, chain, riders[0].st.Base, baseSHA, entries); err != nil {
-		return Batch{}, err
-	}
-	batch.BaseSHA, batch.Candidates = baseSHA, chain
-	return batch, nil
+	return chain, nil
 }
 
 // push pushes new candidates to their branches in the base repository
@@ -795,94 +679,6 @@ func (sp *speculation) commit(ctx context.Context, c Candidate, prev string, ahe
 	return sha, nil
 }
 
-// publish announces the chain: PRMergeCandidate "invalidated" for every
-// old candidate it no longer holds whose PR is still queued, then "built"
-// for each new one. Ids carry the candidate commit, so a pass repeated
-// after a crash publishes nothing twice.
-func (sp *speculation) publish(ctx context.Context, old Batch, chain []Candidate, base, baseSHA string, entries []stored) error {
-	queued := func(pr ghref.PR) bool {
-		return slices.ContainsFunc(entries, func(e stored) bool { return e.PR.Number == pr.Number })
-	}
-	for _, c := range old.Candidates {
-		if !queued(c.PR) {
-			sp.deleteBranch(ctx, c)
-		}
-	}
-	for _, c := range invalidated(old.Candidates, chain, queued) {
-		detail := "the base branch moved"
-		if i := slices.IndexFunc(chain, func(n Candidate) bool { return n.PR.Number == c.PR.Number }); i >= 0 && chain[i].Head != c.Head {
-			detail = "the PR's head changed"
-		} else if old.BaseSHA == baseSHA {
-			detail = "a PR ahead of it left the queue or changed"
-		}
-		if err := sp.emit(ctx, c, events.CandidateInvalidated, base, old.BaseSHA, old.Candidates, detail); err != nil {
-			return err
-		}
-	}
-	for _, c := range chain {
-		if slices.ContainsFunc(old.Candidates, func(o Candidate) bool { return o.SHA == c.SHA && o.PR.Number == c.PR.Number }) {
-			continue
-		}
-		if err := sp.emit(ctx, c, events.CandidateBuilt, base, baseSHA, chain, ""); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// emit publishes one PRMergeCandidate about c, a member of chain.
-func (sp *speculation) emit(ctx context.Context, c Candidate, state, base, baseSHA string, chain []Candidate, detail string) error {
-	pos := slices.IndexFunc(chain, func(o Candidate) bool { return o.SHA == c.SHA }) + 1
-	var ahead []int
-	for _, o := range chain[:max(pos-1, 0)] {
-		ahead = append(ahead, o.PR.Number)
-	}
-	_, _, err := sp.s.emit.Emit(ctx, &events.MergeCandidate{
-		Base: events.Base{PR: c.PR, HeadSHA: c.Head}, BaseBranch: base, State: state, Candidate: c.SHA, Tree: c.Tree,
-		Branch: c.Branch, BaseSHA: baseSHA, Position: pos, Ahead: ahead, Detail: detail,
-	}, state, c.SHA)
-	if err == nil {
-		sp.log.Info("merge candidate "+state, "pr", c.PR.String(), "candidate", ghref.ShortSHA(c.SHA), "branch", c.Branch, "ahead", ahead, "detail", detail)
-	}
-	return err
-}
-
-// judgeCandidates evaluates the checks of a chain's candidates, in chain
-// order. Each must report what the base requires and every check seen
-// before it: on the queue's earlier candidates (seen), on the ones ahead
-// of it in this chain, read at the same moment, because CI may have
-// registered a check on candidate 1 and not yet on candidate 2, and on the
-// heads of the PRs it carries (heads[i] for the PR of candidate i): with
-// no rule naming them, a check that ran on a PR's own head is how prloop
-// knows CI has it. It returns the verdicts, what each was judged on (the
-// input with what was expected of the candidate: mayLand judges it again
-// right before the merge), and every check seen on a candidate so far.
-func judgeCandidates(inputs []ChecksInput, required, seen []string, heads [][]string) ([]Checks, []ChecksInput, []string) {
-	out := make([]Checks, len(inputs))
-	on := make([]ChecksInput, len(inputs))
-	var carried []string
-	for i, in := range inputs {
-		if i < len(heads) {
-			carried = union(carried, heads[i])
-		}
-		in.Required, in.Seen = required, union(seen, carried)
-		on[i], out[i] = in, candidateChecks(in)
-		seen = union(seen, out[i].Reported)
-	}
-	return out, on, seen
-}
-
-// greenPrefix returns how many candidates, from the first, chooseMerge
-// would merge on these verdicts: those whose checks are about to be
-// trusted.
-func greenPrefix(judged []Checks) int {
-	states := make([]ChecksState, len(judged))
-	for i, c := range judged {
-		states[i] = c.State
-	}
-	return chooseMerge(states).Merge
-}
-
 // headChecks returns, per rider, the checks that reported on its PR's
 // heads (the entry's SeenChecks).
 func headChecks(riders []rider) [][]string {
@@ -920,128 +716,76 @@ func (sp *speculation) readHeadChecks(ctx context.Context, riders []rider) (bool
 	return grew, nil
 }
 
-// candidateChecks evaluates a candidate's checks: those the base requires
-// and those seen on the queue's earlier candidates (in.Required, in.Seen)
-// must all report and pass, and a candidate on which nothing reported is
-// never green (it was not tested).
-func candidateChecks(in ChecksInput) Checks {
-	c := EvaluateChecks(in)
-	if c.State == ChecksGreen && len(c.Reported) == 0 {
-		c.State = ChecksPending
-		c.Pending = []string{"any check (none reported on the candidate yet)"}
-	}
-	return c
-}
-
 // mergeUpTo merges the riders whose own candidates are green, in order;
-// judged holds what each candidate's checks were judged on. Before each
-// merge it re-reads GitHub (the PR, its approval, the base tip) and
-// mayLand decides: the PR still open on the tested head with its
-// approval standing for this base, the base where the previous merge (or
-// the batch) left it, the candidate green. Otherwise it stops, and the
-// next pass lets the PR leave or rebuilds. After each merge, main's tree
-// must be the candidate's.
+// judged holds what each candidate's checks were judged on. Each merge is
+// observe → land → store → execute: GitHub re-read (the PR, its approval,
+// the base tip), the core's land decides with mayLand (the PR still open
+// on the tested head with its approval standing for this base, the base
+// where the previous merge, or the batch, left it, the candidate green),
+// the merge intent is stored, the merge call made, and what came of it
+// judged by the core as the serial queue's is (afterCommand: main's tree
+// must be the candidate's). Otherwise it stops, and the next pass lets the
+// PR leave or rebuilds.
 func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Candidate, judged []ChecksInput, baseSHA string) error {
 	s := sp.s
+	pol := s.cfg.policy()
 	expect := baseSHA
 	for i, r := range riders {
 		st, c := r.st, chain[i]
 		log := sp.log.With("pr", st.PR.String())
-		p, err := s.d.GitHub.GetPull(ctx, st.PR)
+		p, o, err := sp.observeLanding(ctx, st, log)
 		if err != nil {
 			return s.retryLater(ctx, &st, err, log)
 		}
-		v := ViewOf(p)
-		if !v.Open || v.Merged {
-			return nil // the next pass lets it leave and rebuilds
+		t := land(st.Entry, o, c, judged[i], expect, pol)
+		if len(t.Commands) == 0 {
+			log.Info("not merging now", "why", t.Why)
+			return s.applyThenWait(ctx, &st, t, log)
 		}
-		var approval ApprovalCheck
-		if v.HeadSHA == st.Head {
-			if approval, err = s.verify(ctx, st.PR, st.approvalOf(p), log); err != nil {
-				return s.retryLater(ctx, &st, err, log)
-			}
-		}
-		tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
-		if err != nil {
-			return s.retryLater(ctx, &st, err, log)
-		}
-		verdict := mayLand(landing{
-			Head: v.HeadSHA, Approved: st.Head, Base: v.BaseRef, ApprovedBase: st.Base, Approval: approval,
-			Tested: c.SHA, TestedHead: c.Head, Candidate: true, BuiltOn: expect, Tip: tip.GetSHA(),
-			RequireChecks: true, Required: judged[i].Required, Seen: judged[i].Seen, Reports: judged[i],
-		})
-		if !verdict.ok() {
-			return sp.withheld(ctx, st, verdict, log)
-		}
-		st.Intent = &Intent{Kind: intentMerge, Head: c.Head, Tree: c.Tree}
-		if err := s.q.save(ctx, &st); err != nil {
+		out, err := s.execute(ctx, &st, p, t, log)
+		if err != nil || out == nil {
 			return s.saved(err)
 		}
-		res, err := s.d.GitHub.Merge(ctx, st.PR, github.MergeOptions{
-			Method: s.cfg.MergeMethod, SHA: c.Head, Title: commitTitle(p), Message: p.GetBody(),
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if after, gerr := s.d.GitHub.GetPull(ctx, st.PR); gerr == nil && after.GetMerged() {
-				_, err := sp.verifyMerged(ctx, st, after, after.GetMergeCommitSHA(), log)
-				return err
-			}
-			if isRefusal(err) {
-				st.Intent = nil // refused and not merged: nothing of ours to recognise later
-				return s.refused(ctx, &st, "merge", err, log)
-			}
-			return s.retryLater(ctx, &st, err, log)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		if ok, err := sp.verifyMerged(ctx, st, p, res.GetSHA(), log); err != nil || !ok {
-			return err // not as tested: escalated; the next pass rebuilds on the real base
+		t = Step(st.Entry, Observation{Now: s.d.Now(), Outcome: out}, pol)
+		if out.Kind == merged && out.MergedTree != c.Tree {
+			log.Error("merged tree differs from the tested candidate", "merge_sha", out.MergeSHA, "tree", out.MergedTree, "want_tree", c.Tree)
 		}
-		expect = res.GetSHA()
+		if err := s.applyThenWait(ctx, &st, t, log); err != nil {
+			return err
+		}
+		if out.Kind != merged || out.MergedTree != c.Tree {
+			return nil // not merged, or not as tested (escalated): the next pass rebuilds on the real base
+		}
+		log.Info("merged", "head", ghref.ShortSHA(c.Head), "merge_sha", out.MergeSHA, "candidate", ghref.ShortSHA(c.SHA))
+		expect = out.MergeSHA
 	}
 	return nil
 }
 
-// withheld handles a merge mayLand refused in mergeUpTo: the merges stop
-// there, and the next pass decides what to do next. A head or base that
-// changed lets the PR leave on that pass (riders), a base tip moved by
-// someone else rebuilds the candidates, a withdrawn approval makes the PR
-// leave now; anything else (a candidate whose checks are not green after
-// all) is counted like a merge GitHub refused, so that a disagreement
-// between the rule and what chose the merge cannot spin.
-func (sp *speculation) withheld(ctx context.Context, st stored, v landVerdict, log *slog.Logger) error {
-	switch v.Refusal {
-	case refusedHead, refusedBase:
-		log.Info("the PR changed before its merge; the next pass looks again", "why", v.Why)
-		return nil
-	case refusedTip:
-		log.Info("the base branch moved; rebuilding the candidates", "why", v.Why)
-		return nil
-	}
-	return sp.s.withheld(ctx, &st, v, log)
-}
-
-// verifyMerged finishes a merge prloop made of st (its merge intent,
-// recorded before the merge call with the tree of the green candidate the
-// merge was made for: not whatever candidate of the PR the batch holds
-// now, which may be a rebuilt one CI has not passed): core's landed, with
-// the merge commit's tree read here. It reports whether the tree matched.
-func (sp *speculation) verifyMerged(ctx context.Context, st stored, p *gh.PullRequest, mergeSHA string, log *slog.Logger) (bool, error) {
+// observeLanding reads what land judges, right before the merge: the PR,
+// its approval (when it is still on the queued head), and last the base
+// tip.
+func (sp *speculation) observeLanding(ctx context.Context, st stored, log *slog.Logger) (*gh.PullRequest, Observation, error) {
 	s := sp.s
-	var tree string
-	if mergeSHA != "" {
-		c, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), mergeSHA)
-		if err != nil {
-			return false, fmt.Errorf("read the merge of %s: %w", st.PR, err)
+	p, err := s.d.GitHub.GetPull(ctx, st.PR)
+	if err != nil {
+		return nil, Observation{}, err
+	}
+	o := Observation{PR: ViewOf(p)}
+	if o.PR.Open && !o.PR.Merged && o.PR.HeadSHA == st.Head {
+		if o.Approval, err = s.verify(ctx, st.PR, st.approvalOf(p), log); err != nil {
+			return nil, Observation{}, err
 		}
-		tree = c.GetCommit().GetTree().GetSHA()
 	}
-	t := landed(st.Entry, mergeSHA, tree, s.cfg.policy())
-	ok := st.merging() != nil && st.merging().Tree != "" && tree == st.merging().Tree
-	if !ok {
-		log.Error("merged tree differs from the tested candidate", "merge_sha", mergeSHA, "tree", tree)
+	tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
+	if err != nil {
+		return nil, Observation{}, err
 	}
-	return ok, s.saved(s.apply(ctx, &st, p, t, log))
+	o.Tip, o.Now = tip.GetSHA(), s.d.Now()
+	return p, o, nil
 }
 
 // load reads the queue's batch (empty when there is none) and its revision.
@@ -1096,8 +840,13 @@ func (sp *speculation) deleteBranch(ctx context.Context, c Candidate) {
 // check passed while the others have not registered yet.
 func (sp *speculation) clear(ctx context.Context) error {
 	b, rev, err := sp.load(ctx)
-	if err != nil || (len(b.Candidates) == 0 && b.BaseSHA == "") {
+	if err != nil || (len(b.Candidates) == 0 && b.BaseSHA == "" && len(b.Outbox) == 0) {
 		return err
+	}
+	if len(b.Outbox) > 0 {
+		if rev, err = sp.flush(ctx, b, rev); err != nil {
+			return err
+		}
 	}
 	for _, c := range b.Candidates {
 		sp.deleteBranch(ctx, c)
