@@ -147,67 +147,6 @@ func assertUntouched(t *testing.T, e *env, pr ghref.PR, except ...events.Type) {
 	}
 }
 
-// TestMerger_WaitsForPendingChecks: the merge waits while a status or a
-// check run is pending and goes ahead once all are green.
-func TestMerger_WaitsForPendingChecks(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
-	require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "pending"))
-	require.NoError(t, e.sim.SetCheckRun(e.repo, head, "build", "in_progress", ""))
-	e.start(config(), "replica-1")
-	e.approve(pr, head, "1")
-	e.rec.Wait(t, pr, events.TypeMergeQueued, waitFor)
-
-	waitPolls := func() {
-		polls := e.routeCount(routeStatus)
-		require.Eventually(t, func() bool { return e.routeCount(routeStatus) >= polls+5 }, waitFor, 5*time.Millisecond)
-	}
-	waitPolls()
-	assert.Zero(t, e.routeCount(routeMerge), "status and check run pending")
-	require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
-	waitPolls()
-	assert.Zero(t, e.routeCount(routeMerge), "check run still pending")
-	require.NoError(t, e.sim.SetCheckRun(e.repo, head, "build", "completed", "success"))
-
-	m := e.rec.Wait(t, pr, events.TypeMerged, waitFor).Data.(*events.Merged)
-	assert.Equal(t, head, m.HeadSHA)
-	info, err := e.sim.PRInfo(pr)
-	require.NoError(t, err)
-	assert.True(t, info.Merged)
-	assert.Equal(t, 1, e.routeCount(routeMerge))
-	e.waitQueueEmpty()
-}
-
-// TestMerger_FailingChecksEscalate: a failed check run means an escalation
-// request (checks_failed, naming the check) and PRMergeFailed; no merge.
-func TestMerger_FailingChecksEscalate(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
-	require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
-	require.NoError(t, e.sim.SetCheckRun(e.repo, head, "unit-tests", "completed", "failure"))
-	e.start(config(), "replica-1")
-	e.approve(pr, head, "1")
-
-	esc := e.rec.Wait(t, pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
-	assert.Equal(t, events.ReasonChecksFailed, esc.Reason)
-	assert.Equal(t, events.SeverityBlocking, esc.Severity)
-	assert.Equal(t, head, esc.HeadSHA)
-	assert.Contains(t, esc.Detail, "unit-tests")
-	failed := e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
-	assert.Equal(t, events.ReasonChecksFailed, failed.Reason)
-	assert.False(t, failed.DryRun)
-	e.waitQueueEmpty()
-	info, err := e.sim.PRInfo(pr)
-	require.NoError(t, err)
-	assert.False(t, info.Merged)
-	assert.Zero(t, e.routeCount(routeMerge))
-	assert.Zero(t, e.rec.Count(pr, events.TypeMerged))
-	require.Eventually(t, func() bool { return e.metric("prloop_merge_results_total", "result", "failed") == 1 }, waitFor, 5*time.Millisecond)
-	assert.Zero(t, e.metric("prloop_merge_results_total", "result", "merged"))
-}
-
 // TestMerger_FailingChecksEscalateAgainAfterTheLabelWasRemoved: a human
 // removed the escalation label and the poller announced the approval of the
 // same head anew, in the next escalation epoch; the checks fail again and
@@ -235,6 +174,9 @@ func TestMerger_FailingChecksEscalateAgainAfterTheLabelWasRemoved(t *testing.T) 
 	e.waitQueueEmpty()
 	assert.Equal(t, 2, e.rec.Count(pr, events.TypeEscalationRequested))
 	assert.Equal(t, 2, e.rec.Count(pr, events.TypeMergeFailed))
+	assert.Contains(t, esc.Detail, "unit-tests", "the escalation names the failing check")
+	require.Eventually(t, func() bool { return e.metric("prloop_merge_results_total", "result", "failed") == 2 }, waitFor, 5*time.Millisecond)
+	assert.Zero(t, e.routeCount(routeMerge))
 }
 
 // TestMerger_QueuedEntryTakesTheEpochOfAFreshApproval: a PR waits in the

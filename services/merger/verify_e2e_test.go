@@ -177,38 +177,6 @@ func (e *env) commitTree(tree, msg string, parents ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
-// glitchyPull is prloop's GitHub client whose reads of the PR fail as
-// "not found" a few times once armed.
-type glitchyPull struct {
-	*github.Client
-	fail atomic.Int32
-}
-
-func (g *glitchyPull) GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error) {
-	if g.fail.Add(-1) >= 0 {
-		return nil, fmt.Errorf("get pull request: %w", github.ErrNotFound)
-	}
-	return g.Client.GetPull(ctx, pr)
-}
-
-// TestMerger_NoSilentDrop: an entry that only needs a re-check does not
-// vanish from the queue: a PR read that glitches is retried, and merges.
-func TestMerger_NoSilentDrop(t *testing.T) {
-	t.Parallel()
-	t.Run("a glitchy read is retried", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		client := &glitchyPull{Client: e.Client(t)}
-		pr, head := e.queuedPending(client)
-		client.fail.Store(2)
-		require.Eventually(t, func() bool { return client.fail.Load() < 0 }, waitFor, 5*time.Millisecond, "the glitch was read")
-		require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
-		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
-		e.waitQueueEmpty()
-		assert.Zero(t, e.rec.Count(pr, events.TypeMergeFailed))
-	})
-}
-
 // TestMerger_ChangeRequestWithdrawsTheApproval: alice approves, the PR is
 // queued and waits for its check, and then alice herself asks for
 // changes, in another protocol than her approval. Her latest signal is

@@ -47,19 +47,6 @@ func TestMerger_MergeWaitingFollowsTheChecks(t *testing.T) {
 	assert.Less(t, lastIndex(types, events.TypeMergeWaiting), lastIndex(types, events.TypeMerged), "the empty list comes before the merge")
 }
 
-// TestMerger_NoChecksNoMergeWaiting: a head with nothing to wait for merges
-// without a PRMergeWaiting.
-func TestMerger_NoChecksNoMergeWaiting(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
-	require.NoError(t, e.sim.SetStatus(e.repo, head, "ci", "success"))
-	e.start(config(), "replica-1")
-	e.approve(pr, head, "1")
-	e.rec.Wait(t, pr, events.TypeMerged, waitFor)
-	assert.Zero(t, e.rec.Count(pr, events.TypeMergeWaiting))
-}
-
 // TestMerger_OwnStatusNeverGates: prloop's own commit status, pending while
 // the PR waits in the queue, neither holds up its merge nor counts as a
 // check, under the default context and under PRLOOP_STATUS_CONTEXT; with
