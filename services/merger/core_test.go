@@ -489,3 +489,25 @@ func TestWants_WhatEachPassReads(t *testing.T) {
 		})
 	}
 }
+
+// TestLegacyIntent_AnUpgradeInTheMiddleOfAStep: an entry the previous
+// version wrote in the middle of an update or a merge is read with that
+// step as its Intent, so that Step's recovery rows apply to it.
+func TestLegacyIntent_AnUpgradeInTheMiddleOfAStep(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		body string
+		want *Intent
+	}{
+		{name: "nothing half done", body: `{"head":"h"}`},
+		{name: "an update", body: `{"head":"h","updating_from":"h","updating_to":"r"}`, want: &Intent{Kind: intentUpdate, Head: "h", To: "r"}},
+		{name: "a merge", body: `{"head":"h","merging_head":"h","merging_tree":"t"}`, want: &Intent{Kind: intentMerge, Head: "h", Tree: "t"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, legacyIntent([]byte(tt.body)))
+		})
+	}
+}

@@ -10,13 +10,14 @@ import (
 
 // The merge rule, once.
 //
-// Whatever path leads to a merge (the serial queue's process, the
-// speculative queue's mergeUpTo, a PR back after its conflict was
-// resolved, which goes through one of those again), the last thing before
-// the merge call is mayLand, and its verdict alone lets the call go: the
-// earlier checks (Decide, chooseMerge) only choose what to do next
-// (update, wait, build candidates, merge), never whether this merge may
-// happen.
+// Whatever path leads to a merge (the serial queue's Step, the
+// speculative queue's land, a PR back after its conflict was resolved,
+// which goes through one of those again), the core consults mayLand
+// before it emits a merge command, and the executor (Service.merge)
+// consults it again right before the merge call; its verdict alone lets
+// the call go. The other decisions (Decide, chooseMerge) only choose what
+// to do next (update, wait, build candidates, merge), never whether this
+// merge may happen.
 
 // landRefusal says why mayLand refused a merge; landAllowed is its yes.
 type landRefusal int

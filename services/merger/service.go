@@ -31,7 +31,9 @@
 // while it holds the lock.
 //
 // Before every step the worker re-reads the PR from GitHub, never trusting
-// the event, and Decide says what to do.
+// the event, and the pure core (Step, core.go) says what to do: a pass is
+// observe → Step → store (the entry, with the events in its outbox) →
+// execute.
 //
 // # Events are triggers, never authorities
 //
@@ -42,9 +44,10 @@
 // It merges only a head that verdict approves: the head a reviewer
 // approved, or a head prloop verifiably made from it by bringing it up to
 // date with its base (see madeFrom). Every exit from a queue other than a
-// merge publishes PRMergeFailed with a reason. Steps that change GitHub are
-// written ahead into the entry, so a replica that takes over after a crash
-// can tell a merge or branch update prloop made from someone else's push.
+// merge publishes PRMergeFailed with a reason. A step that changes GitHub
+// is written ahead into the entry as its Intent, so a replica that takes
+// over after a crash can tell a merge or branch update prloop made from
+// someone else's push.
 //
 // # Own records only
 //
