@@ -15,6 +15,7 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/metrics"
 )
 
 // maxFailures bounds transient errors (GitHub or git unreachable) about
@@ -160,6 +161,13 @@ func (s *Service) execute(ctx context.Context, st *stored, p *gh.PullRequest, t 
 func (s *Service) finish(ctx context.Context, st stored) error {
 	if err := s.flush(ctx, &st); err != nil || st.Leaving == "" {
 		return s.saved(err)
+	}
+	if st.Leaving == metrics.MergeMerged && s.cfg.DeleteBranch {
+		// The branch deletion the stopped pass may not have made (best
+		// effort, as it always is).
+		if p, err := s.d.GitHub.GetPull(ctx, st.PR); err == nil {
+			s.deleteHead(ctx, st, p, s.log.With("pr", st.PR.String()))
+		}
 	}
 	return s.left(ctx, st, st.Leaving)
 }
@@ -370,9 +378,11 @@ func (s *Service) treeOf(ctx context.Context, st stored, sha string) (string, er
 	return tree, nil
 }
 
-// applyThenWait carries out t, and waits the poll interval when t says so.
-func (s *Service) applyThenWait(ctx context.Context, st *stored, t Transition, log *slog.Logger) error {
-	if err := s.apply(ctx, st, nil, t, log); err != nil {
+// applyThenWait carries out t about the PR as p shows it (nil: not read;
+// a branch to delete needs it), and waits the poll interval when t says
+// so.
+func (s *Service) applyThenWait(ctx context.Context, st *stored, p *gh.PullRequest, t Transition, log *slog.Logger) error {
+	if err := s.apply(ctx, st, p, t, log); err != nil {
 		return s.saved(err)
 	}
 	if t.Wait {

@@ -740,7 +740,7 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 		t := land(st.Entry, o, c, judged[i], expect, pol)
 		if len(t.Commands) == 0 {
 			log.Info("not merging now", "why", t.Why)
-			return s.applyThenWait(ctx, &st, t, log)
+			return s.applyThenWait(ctx, &st, p, t, log)
 		}
 		out, err := s.execute(ctx, &st, p, t, log)
 		if err != nil || out == nil {
@@ -753,7 +753,7 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 		if out.Kind == merged && out.MergedTree != c.Tree {
 			log.Error("merged tree differs from the tested candidate", "merge_sha", out.MergeSHA, "tree", out.MergedTree, "want_tree", c.Tree)
 		}
-		if err := s.applyThenWait(ctx, &st, t, log); err != nil {
+		if err := s.applyThenWait(ctx, &st, p, t, log); err != nil {
 			return err
 		}
 		if out.Kind != merged || out.MergedTree != c.Tree {

@@ -106,7 +106,7 @@ func TestSpeculative_BatchMergesInOrder(t *testing.T) {
 		}
 		return ""
 	})
-	e.start(config(speculative), "replica-1")
+	e.start(config(speculative, func(c *merger.Config) { c.DeleteBranch = true }), "replica-1")
 	for i, pr := range prs {
 		e.approve(pr, heads[i], "1")
 	}
@@ -137,6 +137,7 @@ func TestSpeculative_BatchMergesInOrder(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return e.git("for-each-ref", "refs/heads/prloop/") == ""
 	}, waitFor, 20*time.Millisecond, "candidate branches deleted once the queue is empty")
+	assert.Empty(t, e.git("for-each-ref", "refs/heads/add-*"), "PRLOOP_DELETE_BRANCH: the merged PRs' head branches deleted")
 	e.waitQueueEmpty()
 }
 
