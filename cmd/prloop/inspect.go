@@ -128,12 +128,12 @@ func printStatus(w io.Writer, rows []prstatus.Row, now time.Time) error {
 // cliSettings are the services' settings the operator commands name, read
 // from the same PRLOOP_* variables with the services' defaults.
 type cliSettings struct {
-	MaxFixCycles int      `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2"`
-	Label        string   `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
-	Reviewers    []string `envconfig:"PRLOOP_REVIEWERS"`
+	MaxFixCycles int      `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2" desc:"fixes prloop may push per PR; the next change request escalates max_fix_cycles"`
+	Label        string   `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required" desc:"the label that hands a PR to a human (1 to 50 characters, no commas); while it is on, prloop runs no agent for the PR; removing it resumes the loop"`
+	Reviewers    []string `envconfig:"PRLOOP_REVIEWERS" desc:"whose review signals count; empty: anyone with write, maintain or admin permission (never the author)"`
 	// StatusContext names prloop's own commit status and check run, which
 	// are not among the checks a PR waits for.
-	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop"`
+	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop" desc:"the context of prloop's commit status, or the name of its check run under GitHub App auth; the merger never counts either as a check"`
 }
 
 // Validate accepts any value: the services validate them.
