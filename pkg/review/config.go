@@ -37,7 +37,7 @@ type PolicyConfig struct {
 	// PermissionMaxStale is how long after PermissionCacheTTL a looked-up
 	// permission still stands in for a lookup that fails (a GitHub outage
 	// must not flip a verdict); older answers are forgotten.
-	PermissionMaxStale time.Duration `envconfig:"PRLOOP_PERMISSION_MAX_STALE" default:"24h" desc:"how long after that TTL the last known permission stands in for a failed lookup"`
+	PermissionMaxStale time.Duration `envconfig:"PRLOOP_PERMISSION_MAX_STALE" default:"24h" desc:"how long after that TTL the last known permission stands in for a failed lookup (a GitHub outage never flips a verdict; with no known answer the evaluation waits)"`
 }
 
 // Validate checks the policy settings; errors name the variable.

@@ -29,12 +29,12 @@ type Config struct {
 	WorkspaceDir string `envconfig:"PRLOOP_WORKSPACE_DIR" desc:"clones (owner/repo/pr-N), prompts and agent logs; empty: PRLOOP_DATA_DIR/workspace"`
 	// WorkspaceSweepInterval is how often the workspaces of closed or
 	// merged PRs are looked for and removed (a few PRs per sweep); 0: never.
-	WorkspaceSweepInterval time.Duration `envconfig:"PRLOOP_WORKSPACE_SWEEP_INTERVAL" default:"10m" desc:"how often the workspaces of closed or merged PRs are removed; 0: never"`
+	WorkspaceSweepInterval time.Duration `envconfig:"PRLOOP_WORKSPACE_SWEEP_INTERVAL" default:"10m" desc:"how often the workspaces of closed or merged PRs are removed (up to 20 PRs checked per sweep); 0: never"`
 	// AgentCmd is the coding agent, run with sh -c in the worktree, in the
 	// sandbox, with the prompt on stdin and in the file named by
 	// PRLOOP_PROMPT_FILE (outside the worktree), PRLOOP_PR and
 	// PRLOOP_BRANCH in its environment, and no credentials of prloop's.
-	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD" default:"claude -p --permission-mode acceptEdits" desc:"the coding agent, run with sh -c in the worktree, in the sandbox; prompt on stdin and in $PRLOOP_PROMPT_FILE; no credentials of prloop's"`
+	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD" default:"claude -p --permission-mode acceptEdits" desc:"the coding agent, run with sh -c in the worktree, in the sandbox; prompt on stdin and in $PRLOOP_PROMPT_FILE; no credentials of prloop's; its program must be found in the sandbox at start"`
 	// AgentTimeout bounds one agent run; its whole sandbox is then killed.
 	AgentTimeout time.Duration `envconfig:"PRLOOP_AGENT_TIMEOUT" default:"10m" desc:"then every process in the agent's sandbox is killed"`
 	// AgentBudget bounds the agent wall time spent on one PR across all
@@ -44,7 +44,7 @@ type Config struct {
 	// AgentSandbox is how the agent (and every git command in its
 	// worktree) is confined: auto picks the strongest that works here
 	// (bwrap, then namespaces); none runs it as prloop's user, with
-	// prloop's view of the machine (see README, Security model).
+	// prloop's view of the machine (see docs/security.md).
 	AgentSandbox string `envconfig:"PRLOOP_AGENT_SANDBOX" default:"auto" desc:"auto, bwrap, namespaces or none"`
 	// AgentReadOnlyPaths and AgentWritablePaths are host paths the agent
 	// sees besides its worktree and the system directories (/usr, /etc,
@@ -87,7 +87,7 @@ type Config struct {
 	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required" desc:"the label that hands a PR to a human (1 to 50 characters, no commas); while it is on, prloop runs no agent for the PR; removing it resumes the loop"`
 	// NotifyReviewers tells the reviewers when a fix is pushed: their
 	// review is requested again, their inline threads get a reply, and one
-	// comment says what the agent changed (README, "Telling reviewers a
+	// comment says what the agent changed (docs/reviews.md, "Telling reviewers a
 	// fix is ready").
 	NotifyReviewers bool `envconfig:"PRLOOP_NOTIFY_REVIEWERS" default:"true" desc:"after a fix, request the review again, answer the inline threads and post one note"`
 	// DryRun logs the note to the reviewers instead of posting it; fixes
@@ -96,8 +96,8 @@ type Config struct {
 	// GitAuthorName and GitAuthorEmail sign the commits prloop makes itself,
 	// and are the agent's git identity (user.name and user.email, from its
 	// environment), since its sandbox's empty HOME has none.
-	GitAuthorName  string `envconfig:"PRLOOP_GIT_AUTHOR_NAME" default:"prloop" desc:"name of prloop's own commits, and the agent's git identity"`
-	GitAuthorEmail string `envconfig:"PRLOOP_GIT_AUTHOR_EMAIL" default:"prloop@users.noreply.github.com" desc:"email of prloop's own commits, and the agent's git identity"`
+	GitAuthorName  string `envconfig:"PRLOOP_GIT_AUTHOR_NAME" default:"prloop" desc:"name of prloop's own commits; also the agent's git identity (user.name through GIT_CONFIG_* in its environment), so a plain git commit works in its empty HOME; an agent that names itself keeps its name"`
+	GitAuthorEmail string `envconfig:"PRLOOP_GIT_AUTHOR_EMAIL" default:"prloop@users.noreply.github.com" desc:"email of prloop's own commits; also the agent's git identity (user.email through GIT_CONFIG_* in its environment)"`
 	// GitHubLogin is prloop's own GitHub login, whose comments never count;
 	// empty asks GitHub (GET /user) at start.
 	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN" desc:"prloop's own login, whose signals never count; empty: asked from GitHub"`

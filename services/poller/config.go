@@ -24,7 +24,7 @@ type Config struct {
 
 	// Repos are watched whole: every open PR there (optionally filtered by
 	// WatchLabel and WatchAuthors) is watched without a watch request.
-	Repos []string `envconfig:"PRLOOP_REPOS" desc:"watch every open PR of these repositories (owner/repo,...); empty: only the PRs named by prloop watch, prloop open or a PRWatchRequested"`
+	Repos []string `envconfig:"PRLOOP_REPOS" desc:"watch every open PR of these repositories (owner/repo,...); empty: the poller says at start that it watches only the PRs named by prloop watch, prloop open or a PRWatchRequested (a webhook only hurries a PR already watched)"`
 	// WatchLabel, when set, limits auto-discovery to PRs with this label.
 	WatchLabel string `envconfig:"PRLOOP_WATCH_LABEL" desc:"limit auto-discovery and webhooks to PRs with this label"`
 	// WatchAuthors, when set, limits auto-discovery to PRs by these logins.
