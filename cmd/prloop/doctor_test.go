@@ -199,7 +199,7 @@ func TestServiceBinaries_RefuseWhatCannotWork(t *testing.T) {
 }
 
 // permissionsTable renders github.Needs, the one table of what each
-// feature needs, as the README shows it.
+// feature needs, as docs/deployment.md shows it.
 func permissionsTable() string {
 	var b strings.Builder
 	b.WriteString("| feature | fine-grained token or GitHub App permission |\n|---|---|\n")
@@ -224,12 +224,13 @@ func permissionsTable() string {
 	return b.String()
 }
 
-// TestREADME_PermissionsTableIsNeeds: the README's table of permissions is
-// github.Needs, which the start-up checks and prloop doctor judge by.
-func TestREADME_PermissionsTableIsNeeds(t *testing.T) {
+// TestDocs_PermissionsTableIsNeeds: the table of permissions in
+// docs/deployment.md is github.Needs, which the start-up checks and prloop
+// doctor judge by.
+func TestDocs_PermissionsTableIsNeeds(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join(proctest.Root(t), "README.md"))
+	doc, err := os.ReadFile(filepath.Join(proctest.Root(t), "docs", "deployment.md"))
 	require.NoError(t, err)
 	table := permissionsTable()
-	assert.True(t, strings.Contains(string(readme), table), "README.md's permissions table is stale: paste this one:\n%s", table)
+	assert.True(t, strings.Contains(string(doc), table), "docs/deployment.md's permissions table is stale: paste this one:\n%s", table)
 }

@@ -93,7 +93,7 @@ func emitTest(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.SetOutput(stderr)
 	prFlag := fs.String("pr", "prloop/example#1", "the PR the test event is about")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: prloop emit-test [-pr owner/repo#N]\n\nPublishes one PRReviewPending CloudEvent to the prloop at $PRLOOP_NATS_URL\n(default %s), so that 'nats sub \"pr.>\"' shows it.\n\n", defaultNATSURL)
+		fmt.Fprintf(stderr, "Usage: prloop emit-test [-pr owner/repo#N]\n\nPublishes one PRReviewPending CloudEvent to the prloop at $PRLOOP_NATS_URL\n(default %s), so that 'nats sub \"pr.>\"' shows it. It is not a PR:\nstatus, explain and the web page leave it out (the CLI does not publish\nPRReviewPending, pkg/events' table).\n\n", defaultNATSURL)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

@@ -31,6 +31,10 @@ type explanation struct {
 	History []historyEntry `json:"history"`
 	// Line is where it stands, as prloop's commit status says it.
 	Line prstatus.Line `json:"line"`
+	// LastEvent is its latest event and LastEventAt when it happened (the
+	// age status and the page show), absent when no event named it.
+	LastEvent   events.Type `json:"last_event,omitempty"`
+	LastEventAt time.Time   `json:"last_event_at,omitzero"`
 	// GitHub is what GitHub says now; GitHubSkipped says why it was not
 	// asked, or what went wrong asking.
 	GitHub        *liveState `json:"github,omitempty"`
@@ -170,7 +174,8 @@ unblock it. Accepts owner/repo#N or a PR URL.
 	}
 	x.GitHub, x.GitHubSkipped = readLive(ctx, pr, settings.Label, settings.StatusContext)
 	follower.View(func(b *prstatus.Board) {
-		x.Line = b.Line(pr, settings.lineOptions())
+		row, _ := b.Row(pr, settings.lineOptions())
+		x.Line, x.LastEvent, x.LastEventAt = row.Line, row.Last, row.LastAt
 		x.Records = recordsOf(b, pr, rec, settings)
 		x.Next = nextStep(b.Get(pr), x, settings)
 	})
@@ -179,7 +184,7 @@ unblock it. Accepts owner/repo#N or a PR URL.
 		enc.SetIndent("", "  ")
 		return enc.Encode(x)
 	}
-	return printExplanation(stdout, x)
+	return printExplanation(stdout, x, time.Now())
 }
 
 // prHistory reads the PR's events from the stream, oldest first.
@@ -422,8 +427,12 @@ func candidateStep(q *queueSpot) string {
 }
 
 // printExplanation renders the explanation for a terminal.
-func printExplanation(w io.Writer, x explanation) error {
-	fmt.Fprintf(w, "%s: %s\n\nHistory (%d events)\n", x.PR, x.Line.Text, len(x.History))
+func printExplanation(w io.Writer, x explanation, now time.Time) error {
+	fmt.Fprintf(w, "%s: %s\n", x.PR, x.Line.Text)
+	if x.LastEvent != "" {
+		fmt.Fprintf(w, "state %s; last event %s %s ago\n", x.Line.State, x.LastEvent, prstatus.Age(now, x.LastEventAt))
+	}
+	fmt.Fprintf(w, "\nHistory (%d events)\n", len(x.History))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, h := range x.History {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", h.Time.Local().Format("15:04:05"), h.Type, orDash(ghref.ShortSHA(h.Head)), orDash(strings.Join(h.Who, ", ")), h.Detail)

@@ -13,7 +13,6 @@ import (
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/prstatus"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 // The speculative queue's and conflict resolution's events, as the tests
@@ -115,7 +114,7 @@ func TestExplain_SpeculativeQueueAndConflicts(t *testing.T) {
 			assert.Equal(t, tt.line, x.Line.Text)
 			assert.Equal(t, tt.next, x.Next)
 			var out bytes.Buffer
-			require.NoError(t, printExplanation(&out, x))
+			require.NoError(t, printExplanation(&out, x, time.Now()))
 			for _, w := range tt.want {
 				assert.Regexp(t, w, out.String())
 			}
@@ -132,12 +131,12 @@ func TestStatus_ReasonSaysWhichCandidate(t *testing.T) {
 	for i, e := range []events.Data{specApproved(), specQueued(), specCandidate(events.CandidateBuilt, "")} {
 		b.Apply(e, at.Add(time.Duration(i)*time.Second))
 	}
-	rows := statusRows([]state.PR{{PR: specPR, Status: events.StatusApproved, HeadSHA: specHead, LastEventType: events.TypeReviewApproved, LastEventAt: at}}, b, prstatus.Options{})
+	rows := b.Rows(prstatus.Options{})
 	require.Len(t, rows, 1)
-	assert.Equal(t, events.TypeMergeCandidate, rows[0].LastEventType, "the board's latest event, the merger's")
+	assert.Equal(t, events.TypeMergeCandidate, rows[0].Last, "the board's latest event, the merger's")
 	var out bytes.Buffer
 	require.NoError(t, printStatus(&out, rows, at.Add(time.Minute)))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 2, out.String())
-	assert.Regexp(t, `PRMergeCandidate \(58s ago\)\s+no\s+`+regexp.QuoteMeta("in the merge queue of main, rides in candidate 2 (with #41 ahead) on prloop/queue/main/2 at c0ffee1: CI running")+"$", lines[1])
+	assert.Regexp(t, `PRMergeCandidate \(58s ago\)\s+`+regexp.QuoteMeta("in the merge queue of main, rides in candidate 2 (with #41 ahead) on prloop/queue/main/2 at c0ffee1: CI running")+"$", lines[1])
 }

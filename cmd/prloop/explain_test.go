@@ -177,32 +177,39 @@ func TestExplainAndStatus_AfterTheDemo(t *testing.T) {
 			}
 			return ""
 		}
-		assert.Regexp(t, `PRMerged \(\d+s ago\)\s+no\s+merged as [0-9a-f]{7}$`, row(w.reviewed), out.String())
-		assert.Regexp(t, `PREscalated \(\d+s ago\).*needs a human: review timeout \(label human-review-required\)$`, row(w.neglected), out.String())
+		assert.Regexp(t, `success\s+[0-9a-f]{7}\s+1\s+PRMerged \(\d+s ago\)\s+merged as [0-9a-f]{7}$`, row(w.reviewed), out.String())
+		assert.Regexp(t, `error\s+[0-9a-f]{7}\s+0\s+PREscalated \(\d+s ago\)\s+needs a human: review timeout \(label human-review-required\)$`, row(w.neglected), out.String())
 	})
 
 	t.Run("status -json", func(t *testing.T) {
 		t.Parallel()
 		var out bytes.Buffer
 		require.NoError(t, runStatus(t.Context(), []string{"-json"}, &out, io.Discard))
-		var rows []struct {
-			PR        ghref.PR    `json:"pr"`
-			HeadSHA   string      `json:"head_sha"`
-			LastEvent events.Type `json:"last_event_type"`
-			Line      struct {
-				State string `json:"state"`
-				Text  string `json:"text"`
-			} `json:"line"`
+		var doc struct {
+			Schema string `json:"schema"`
+			PRs    []struct {
+				PR         string        `json:"pr"`
+				Head       string        `json:"head_sha"`
+				LastEvent  events.Type   `json:"last_event"`
+				State      string        `json:"state"`
+				Line       string        `json:"line"`
+				Merged     bool          `json:"merged"`
+				Escalation events.Reason `json:"escalation"`
+			} `json:"prs"`
 		}
-		require.NoError(t, json.Unmarshal(out.Bytes(), &rows), out.String())
+		require.NoError(t, json.Unmarshal(out.Bytes(), &doc), out.String())
+		assert.Equal(t, StatusSchema, doc.Schema)
+		rows := doc.PRs
 		require.Len(t, rows, 2, out.String())
-		assert.Equal(t, w.reviewed.String(), rows[0].PR.String())
+		assert.Equal(t, w.reviewed.String(), rows[0].PR)
 		assert.Equal(t, events.TypeMerged, rows[0].LastEvent)
-		assert.Equal(t, "success", rows[0].Line.State)
-		assert.Regexp(t, `^merged as [0-9a-f]{7}$`, rows[0].Line.Text)
-		assert.NotEmpty(t, rows[0].HeadSHA)
+		assert.Equal(t, "success", rows[0].State)
+		assert.True(t, rows[0].Merged)
+		assert.Regexp(t, `^merged as [0-9a-f]{7}$`, rows[0].Line)
+		assert.NotEmpty(t, rows[0].Head)
 		assert.Equal(t, events.TypeEscalated, rows[1].LastEvent)
-		assert.Equal(t, "error", rows[1].Line.State)
+		assert.Equal(t, "error", rows[1].State)
+		assert.Equal(t, events.ReasonReviewTimeout, rows[1].Escalation)
 	})
 
 	t.Run("status -watch", func(t *testing.T) {

@@ -27,7 +27,7 @@ import (
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/proctest"
-	"github.com/prloop/prloop/pkg/state"
+	"github.com/prloop/prloop/pkg/prstatus"
 )
 
 // cliRun runs the prloop binary with args and env until it exits (within
@@ -206,20 +206,20 @@ func TestStatus_AgesNeverNegative(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
-		name     string
-		at       time.Time
-		age, ago string
+		name string
+		at   time.Time
+		ago  string
 	}{
-		{name: "in the past", at: now.Add(-90 * time.Second), age: "1m30s", ago: "(1m30s ago)"},
-		{name: "in the future", at: now.Add(59*time.Minute + 50*time.Second), age: "0s", ago: "(0s ago)"},
+		{name: "in the past", at: now.Add(-90 * time.Second), ago: "(1m30s ago)"},
+		{name: "in the future", at: now.Add(59*time.Minute + 50*time.Second), ago: "(0s ago)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			rec := state.PR{PR: ghref.PR{Owner: "acme", Repo: "widgets", Number: 42}, Status: events.StatusPending, HeadSHA: "0123456789abcdef", WatchedSince: tc.at,
-				LastEventType: events.TypeReviewPending, LastEventAt: tc.at}
+			b := prstatus.NewBoard()
+			b.Apply(&events.ReviewPending{Base: events.Base{PR: ghref.PR{Owner: "acme", Repo: "widgets", Number: 42}, HeadSHA: "0123456789abcdef"}, Status: events.StatusPending}, tc.at)
 			var out bytes.Buffer
-			require.NoError(t, printStatus(&out, []statusRow{{PR: rec}}, now))
-			assert.Regexp(t, `acme/widgets#42\s+pending\s+0123456\s+0\s+`+regexp.QuoteMeta(tc.age)+`\s+PRReviewPending `+regexp.QuoteMeta(tc.ago), out.String())
+			require.NoError(t, printStatus(&out, b.Rows(prstatus.Options{}), now))
+			assert.Regexp(t, `acme/widgets#42\s+pending\s+0123456\s+0\s+PRReviewPending `+regexp.QuoteMeta(tc.ago), out.String())
 			assert.NotContains(t, out.String(), "-")
 		})
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,6 +60,6 @@ func TestPrintExplanation_ListsSetAsideFindings(t *testing.T) {
 		IgnoredFindings: []events.IgnoredFinding{{Author: "coderabbitai[bot]", Location: "main.go:3", URL: "https://x/1", Reason: "matches PRLOOP_FINDING_IGNORE pattern nit"}},
 	}}
 	var out bytes.Buffer
-	require.NoError(t, printExplanation(&out, x))
+	require.NoError(t, printExplanation(&out, x, time.Now()))
 	assert.Regexp(t, `set aside\s+coderabbitai\[bot\] on main.go:3: matches PRLOOP_FINDING_IGNORE pattern nit \(https://x/1\)`, out.String())
 }

@@ -4,14 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -21,19 +18,17 @@ import (
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
-	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/logging"
 	"github.com/prloop/prloop/pkg/prstatus"
-	"github.com/prloop/prloop/pkg/state"
 )
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("prloop status", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print the state records, each with its status line, as JSON")
+	asJSON := fs.Bool("json", false, "print the PRs as one JSON document (schema "+StatusSchema+", docs/operations.md)")
 	watch := fs.Bool("watch", false, "redraw the table every second and on each new event, until Ctrl-C")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: prloop status [-json] [-watch]\n\nShows every PR prloop knows, from its state and events in NATS ($PRLOOP_NATS_URL, default %s).\n\n", defaultNATSURL)
+		fmt.Fprintf(stderr, "Usage: prloop status [-json] [-watch]\n\nShows every PR prloop knows, from its events in NATS ($PRLOOP_NATS_URL, default %s).\n\n", defaultNATSURL)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -50,14 +45,6 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer conn.Close(context.Background())
-	kv, err := kvlease.OpenBucket(ctx, conn.JS, state.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return fmt.Errorf("no prloop state in this NATS (bucket %s is missing): has prloop run against it?", state.Bucket)
-	}
-	if err != nil {
-		return withCredsHint(fmt.Errorf("open state bucket: %w", err), conn)
-	}
-	store := state.NewStore(kv)
 	// Redraw (with -watch) on each new event; one pending redraw is enough.
 	changed := make(chan struct{}, 1)
 	follower, err := followBoard(ctx, conn.JS, stderr, func(ghref.PR) {
@@ -70,19 +57,15 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return withCredsHint(err, conn)
 	}
 	render := func(w io.Writer) error {
-		recs, err := store.List(ctx)
-		if err != nil {
-			return err
-		}
-		sort.Slice(recs, func(i, j int) bool { return recs[i].PR.Key() < recs[j].PR.Key() })
-		var rows []statusRow
-		follower.View(func(b *prstatus.Board) { rows = statusRows(recs, b, settings.lineOptions()) })
+		var rows []prstatus.Row
+		follower.View(func(b *prstatus.Board) { rows = b.Rows(settings.lineOptions()) })
+		now := time.Now()
 		if *asJSON {
 			enc := json.NewEncoder(w)
 			enc.SetIndent("", "  ")
-			return enc.Encode(rows)
+			return enc.Encode(statusJSON(rows, now))
 		}
-		return printStatus(w, rows, time.Now())
+		return printStatus(w, rows, now)
 	}
 	if !*watch {
 		return render(stdout)
@@ -123,63 +106,21 @@ func redraw(ctx context.Context, stdout io.Writer, changed <-chan struct{}, rend
 	}
 }
 
-// statusRow is a PR's state record with what the event stream says of it:
-// its status line and its latest event (the record's last event is the
-// last one the poller published, which lags behind the merger's).
-type statusRow struct {
-	state.PR
-	Line prstatus.Line `json:"line"`
-}
-
-// statusRows joins the state records with the board.
-func statusRows(recs []state.PR, b *prstatus.Board, o prstatus.Options) []statusRow {
-	rows := make([]statusRow, 0, len(recs))
-	for _, r := range recs {
-		row := statusRow{PR: r, Line: b.Line(r.PR, o)}
-		if p := b.Get(r.PR); p != nil && p.Last != "" {
-			row.LastEventType, row.LastEventAt = p.Last, p.LastAt
-		}
-		rows = append(rows, row)
-	}
-	return rows
-}
-
-// printStatus renders the rows as a table.
-func printStatus(w io.Writer, rows []statusRow, now time.Time) error {
+// printStatus renders the rows as a table: the board as every view shows
+// it (prstatus.Row), so STATE and REASON are the page's and explain's.
+func printStatus(w io.Writer, rows []prstatus.Row, now time.Time) error {
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "no PRs watched yet: 'prloop watch owner/repo#N', or set PRLOOP_REPOS")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PR\tSTATUS\tHEAD\tFIX CYCLE\tAGE\tLAST EVENT\tESCALATED\tREASON")
+	fmt.Fprintln(tw, "PR\tSTATE\tHEAD\tFIX CYCLE\tLAST EVENT\tREASON")
 	for _, r := range rows {
-		status := string(r.Status)
-		switch {
-		case r.Merged:
-			status = "merged"
-		case r.Closed:
-			status = "closed"
-		case status == "":
-			status = "-"
-		}
-		age := "-"
-		if !r.WatchedSince.IsZero() {
-			age = prstatus.Age(now, r.WatchedSince)
-		}
 		last := "-"
-		if r.LastEventType != "" {
-			last = fmt.Sprintf("%s (%s ago)", r.LastEventType, prstatus.Age(now, r.LastEventAt))
+		if r.Last != "" {
+			last = fmt.Sprintf("%s (%s ago)", r.Last, r.Age(now))
 		}
-		esc := "no"
-		if r.Escalated() {
-			var reasons []string
-			for reason := range r.Escalations {
-				reasons = append(reasons, string(reason))
-			}
-			sort.Strings(reasons)
-			esc = "yes: " + strings.Join(reasons, ",")
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.PR.PR, status, ghref.ShortSHA(r.HeadSHA), r.FixCycle, age, last, esc, r.Line.Text)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", r.PR, r.Line.State, orDash(ghref.ShortSHA(r.Head)), r.FixCycle, last, r.Line.Text)
 	}
 	return tw.Flush()
 }
@@ -187,12 +128,12 @@ func printStatus(w io.Writer, rows []statusRow, now time.Time) error {
 // cliSettings are the services' settings the operator commands name, read
 // from the same PRLOOP_* variables with the services' defaults.
 type cliSettings struct {
-	MaxFixCycles int      `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2"`
-	Label        string   `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
-	Reviewers    []string `envconfig:"PRLOOP_REVIEWERS"`
+	MaxFixCycles int      `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2" desc:"fixes prloop may push per PR; the next change request escalates max_fix_cycles"`
+	Label        string   `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required" desc:"the label that hands a PR to a human (1 to 50 characters, no commas); while it is on, prloop runs no agent for the PR; removing it resumes the loop"`
+	Reviewers    []string `envconfig:"PRLOOP_REVIEWERS" desc:"whose review signals count; empty: anyone with write, maintain or admin permission (never the author)"`
 	// StatusContext names prloop's own commit status and check run, which
 	// are not among the checks a PR waits for.
-	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop"`
+	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop" desc:"the context of prloop's commit status, or the name of its check run under GitHub App auth; the merger never counts either as a check"`
 }
 
 // Validate accepts any value: the services validate them.

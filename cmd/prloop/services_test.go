@@ -235,12 +235,17 @@ func TestPrloopRun_EmbeddedNATSAndEmitTest(t *testing.T) {
 	assert.NotContains(t, evs, "Acme/socket.io#7", "filtered to one PR")
 
 	table := cli("status").Stdout.String()
-	assert.Regexp(t, `(?m)^PR\s+STATUS\s+HEAD\s+FIX CYCLE\s+AGE\s+LAST EVENT\s+ESCALATED`, table)
+	assert.Regexp(t, `(?m)^PR\s+STATE\s+HEAD\s+FIX CYCLE\s+LAST EVENT\s+REASON`, table)
 	assert.Regexp(t, `(?m)^demo/widgets#1\s+pending\s+[0-9a-f]{7}\s+0\s+`, table)
-	var recs []map[string]any
-	require.NoError(t, json.Unmarshal([]byte(cli("status", "-json").Stdout.String()), &recs))
-	require.NotEmpty(t, recs)
-	assert.Equal(t, "pending", recs[0]["status"])
+	var doc struct {
+		Schema string           `json:"schema"`
+		PRs    []map[string]any `json:"prs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(cli("status", "-json").Stdout.String()), &doc))
+	assert.Equal(t, StatusSchema, doc.Schema)
+	require.NotEmpty(t, doc.PRs)
+	assert.Equal(t, "pending", doc.PRs[0]["state"])
+	assert.NotContains(t, table, "Acme/socket.io#7", "emit-test's event is not a PR")
 
 	bad := proctest.Start(t, bin, []string{"PRLOOP_NATS_URL=" + url}, "watch", "not-a-pr")
 	exited, err = bad.Wait(10 * time.Second)

@@ -36,31 +36,31 @@ type Common struct {
 	// NATSURL is the NATS server or cluster to use (e.g. nats://nats:4222).
 	// Empty makes prloop run and demo start an embedded NATS server with
 	// its data in DataDir; a service binary refuses to start without it.
-	NATSURL string `envconfig:"PRLOOP_NATS_URL"`
+	NATSURL string `envconfig:"PRLOOP_NATS_URL" desc:"NATS server or cluster (nats://host:4222); empty makes prloop run and demo start an embedded server, and a service binary refuses to start"`
 	// NATSCredsFile is a NATS credentials file, when the server needs one.
-	NATSCredsFile string `envconfig:"PRLOOP_NATS_CREDS_FILE"`
+	NATSCredsFile string `envconfig:"PRLOOP_NATS_CREDS_FILE" desc:"NATS credentials: an nkey seed (.nk, as prloop nats-keys writes) or a .creds file; the operator commands default to PRLOOP_DATA_DIR/nats-user.nk"`
 	// NATSPort is the port the embedded NATS server listens on (127.0.0.1).
-	NATSPort int `envconfig:"PRLOOP_NATS_PORT" default:"4222"`
+	NATSPort int `envconfig:"PRLOOP_NATS_PORT" default:"4222" desc:"port of the embedded NATS server, on 127.0.0.1; -1 picks a free one"`
 	// DataDir holds the embedded NATS server's data and other local state.
-	DataDir string `envconfig:"PRLOOP_DATA_DIR" default:"./.prloop"`
+	DataDir string `envconfig:"PRLOOP_DATA_DIR" default:"./.prloop" desc:"the embedded NATS server's JetStream store and other local state"`
 	// StreamReplicas is the replication factor of prloop's streams and KV
 	// buckets: 1 on a single server, 3 on a three-node cluster.
-	StreamReplicas int `envconfig:"PRLOOP_STREAM_REPLICAS" default:"1"`
+	StreamReplicas int `envconfig:"PRLOOP_STREAM_REPLICAS" default:"1" desc:"replicas of the stream and KV buckets, 1 to 5: 1 on a single server, 3 on a three-node cluster"`
 	// LogLevel is debug, info, warn or error.
-	LogLevel string `envconfig:"PRLOOP_LOG_LEVEL" default:"info"`
+	LogLevel string `envconfig:"PRLOOP_LOG_LEVEL" default:"info" desc:"debug, info, warn or error"`
 	// LogFormat is json, text, or auto (text on a terminal, JSON otherwise).
-	LogFormat string `envconfig:"PRLOOP_LOG_FORMAT" default:"auto"`
+	LogFormat string `envconfig:"PRLOOP_LOG_FORMAT" default:"auto" desc:"json, text, or auto (text on a terminal, JSON otherwise)"`
 	// HTTPAddr is where health endpoints are served (host:port; port 0 picks
 	// a free one and logs it; empty disables the server).
-	HTTPAddr string `envconfig:"PRLOOP_HTTP_ADDR" default:"127.0.0.1:0"`
+	HTTPAddr string `envconfig:"PRLOOP_HTTP_ADDR" default:"127.0.0.1:0" desc:"host:port of /healthz, /readyz, /metrics, the web page (and the poller's /webhook); port 0 picks a free port and logs it; empty disables the server"`
 	// ShutdownGrace bounds a graceful shutdown: stop consumers, wait for
 	// in-flight work, drain NATS.
-	ShutdownGrace time.Duration `envconfig:"PRLOOP_SHUTDOWN_GRACE" default:"8s"`
+	ShutdownGrace time.Duration `envconfig:"PRLOOP_SHUTDOWN_GRACE" default:"8s" desc:"how long a shutdown waits for in-flight work"`
 	// TestClockSkew moves the clock the process judges review timeouts by
 	// (Runtime.Now) this far from the host's: for the chaos suite, which
 	// runs one replica of each service with a skewed clock. Test-only;
 	// leases and JetStream do not read it (their TTLs are the server's).
-	TestClockSkew time.Duration `envconfig:"PRLOOP_TEST_CLOCK_SKEW" default:"0"`
+	TestClockSkew time.Duration `envconfig:"PRLOOP_TEST_CLOCK_SKEW" default:"0" desc:"test-only: moves the clock review timeouts are judged by (the chaos suite skews one replica)"`
 }
 
 // Shared returns the shared settings; service configs embed Common and so
@@ -149,19 +149,19 @@ func Fill(cfg Validator) error {
 }
 
 // Usage lists the variables the configs read, each once, with their
-// defaults, for --help.
+// defaults and descriptions, for --help.
 func Usage(cfgs ...any) string {
+	vars, err := Vars(cfgs...)
+	if err != nil {
+		return err.Error() + "\n" // a malformed struct tag: a programming error, shown where it is seen
+	}
 	var out strings.Builder
-	seen := map[string]bool{}
-	for _, cfg := range cfgs {
-		var b strings.Builder
-		_ = envconfig.Usagef("", cfg, &b, "{{range .}}  {{usage_key .}}{{if usage_default .}} (default {{usage_default .}}){{end}}\n{{end}}")
-		for _, line := range strings.SplitAfter(b.String(), "\n") {
-			if line != "" && !seen[line] {
-				seen[line] = true
-				out.WriteString(line)
-			}
+	for _, v := range vars {
+		fmt.Fprintf(&out, "  %s", v.Name)
+		if v.Default != "" {
+			fmt.Fprintf(&out, " (default %s)", v.Default)
 		}
+		fmt.Fprintf(&out, "\n      %s\n", v.Desc)
 	}
 	return out.String()
 }

@@ -13,7 +13,7 @@ import (
 type svcConfig struct {
 	Common
 	// PollInterval is a service-specific setting.
-	PollInterval time.Duration `envconfig:"PRLOOP_POLL_INTERVAL" default:"30s"`
+	PollInterval time.Duration `envconfig:"PRLOOP_POLL_INTERVAL" default:"30s" desc:"how often each repository is probed"`
 }
 
 func (c svcConfig) Validate() error { return c.Common.Validate() }
@@ -110,4 +110,33 @@ func TestCheckBackoff_NamesTheVariableAndEveryBadDelay(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUsage_DescribesEachVariable: --help says what each variable is, from
+// its desc tag (issue #30: run -h listed 60 names without a word each).
+func TestUsage_DescribesEachVariable(t *testing.T) {
+	t.Parallel()
+	u := Usage(&svcConfig{})
+	assert.Contains(t, u, "  PRLOOP_POLL_INTERVAL (default 30s)\n      how often each repository is probed\n")
+	assert.Contains(t, u, "  PRLOOP_NATS_URL\n      NATS server or cluster")
+}
+
+// TestVars_FirstDeclarationWins: a variable several configurations read is
+// listed once, as the first declares it.
+func TestVars_FirstDeclarationWins(t *testing.T) {
+	t.Parallel()
+	type other struct {
+		PollInterval time.Duration `envconfig:"PRLOOP_POLL_INTERVAL" default:"1m" desc:"another"`
+		Extra        []string      `envconfig:"PRLOOP_EXTRA" desc:"an extra"`
+	}
+	vars, err := Vars(&svcConfig{}, &other{})
+	require.NoError(t, err)
+	byName := map[string]Var{}
+	for _, v := range vars {
+		assert.NotContains(t, byName, v.Name, "listed once")
+		byName[v.Name] = v
+	}
+	assert.Equal(t, Var{Name: "PRLOOP_POLL_INTERVAL", Default: "30s", Desc: "how often each repository is probed", Type: "Duration"}, byName["PRLOOP_POLL_INTERVAL"])
+	assert.Equal(t, "Comma-separated list of String", byName["PRLOOP_EXTRA"].Type)
+	assert.Equal(t, "PRLOOP_NATS_URL", vars[0].Name, "in declaration order")
 }

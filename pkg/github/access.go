@@ -57,7 +57,7 @@ type Need struct {
 }
 
 // Needs is the one table of what prloop's features need of the
-// credentials, derived from the calls each makes (the README's table is
+// credentials, derived from the calls each makes (docs/deployment.md's table is
 // checked against it). Reactions, labels and conversation comments on a
 // PR go through the Issues API, hence issues write.
 var Needs = []Need{

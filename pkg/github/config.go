@@ -65,33 +65,33 @@ type Config struct {
 	// APIURL is the REST API root: https://api.github.com/ for github.com,
 	// https://HOST/api/v3/ for GitHub Enterprise Server, or a simulator's URL.
 	// A missing trailing slash is added.
-	APIURL string `envconfig:"PRLOOP_GITHUB_API_URL" default:"https://api.github.com/"`
+	APIURL string `envconfig:"PRLOOP_GITHUB_API_URL" default:"https://api.github.com/" desc:"REST root; https://HOST/api/v3/ for GitHub Enterprise, or a simulator"`
 
 	// AppID is the GitHub App's ID. App auth is used when AppID,
 	// AppInstallationID and AppPrivateKeyPath are all set; setting only some
 	// of them is an error.
-	AppID int64 `envconfig:"PRLOOP_GITHUB_APP_ID"`
+	AppID int64 `envconfig:"PRLOOP_GITHUB_APP_ID" desc:"GitHub App ID; App auth is used when the App ID, installation ID and private key path are all set (setting only some is an error)"`
 	// AppInstallationID is the App's installation ID for the organisation or
 	// user whose repositories prloop manages.
-	AppInstallationID int64 `envconfig:"PRLOOP_GITHUB_APP_INSTALLATION_ID"`
+	AppInstallationID int64 `envconfig:"PRLOOP_GITHUB_APP_INSTALLATION_ID" desc:"the App's installation ID for the organisation or user whose repositories prloop manages"`
 	// AppPrivateKeyPath is the path of the App's PEM private key file.
-	AppPrivateKeyPath string `envconfig:"PRLOOP_GITHUB_APP_PRIVATE_KEY_PATH"`
+	AppPrivateKeyPath string `envconfig:"PRLOOP_GITHUB_APP_PRIVATE_KEY_PATH" desc:"path of the App's PEM private key file"`
 
 	// RequestTimeout bounds one attempt of one request (each retry gets its own).
 	// Zero means DefaultRequestTimeout.
-	RequestTimeout time.Duration `envconfig:"PRLOOP_GITHUB_REQUEST_TIMEOUT" default:"30s"`
+	RequestTimeout time.Duration `envconfig:"PRLOOP_GITHUB_REQUEST_TIMEOUT" default:"30s" desc:"timeout of one GitHub request attempt"`
 	// MaxRetries is how many times a request failing with a 5xx, a network
 	// error or a timeout is retried (backoff 1 s, 2 s, 4 s, 8 s, 16 s with
 	// jitter). Zero means DefaultMaxRetries; negative disables retries.
-	MaxRetries int `envconfig:"PRLOOP_GITHUB_MAX_RETRIES" default:"5"`
+	MaxRetries int `envconfig:"PRLOOP_GITHUB_MAX_RETRIES" default:"5" desc:"retries of 5xx and network errors, backoff 1, 2, 4, 8, 16 s with jitter; at most 20"`
 	// MaxRateLimitWait caps how long the client sleeps on a rate limit before
 	// retrying; a longer wait is returned as *RateLimitError instead. Zero
 	// means DefaultMaxRateLimitWait; negative never waits.
-	MaxRateLimitWait time.Duration `envconfig:"PRLOOP_GITHUB_MAX_RATE_LIMIT_WAIT" default:"15m"`
+	MaxRateLimitWait time.Duration `envconfig:"PRLOOP_GITHUB_MAX_RATE_LIMIT_WAIT" default:"15m" desc:"longest wait on a rate limit before giving up"`
 	// CacheMaxBytes bounds the conditional-request cache (bodies kept for
 	// ETag revalidation), least recently used evicted first. Zero means
 	// DefaultCacheMaxBytes; negative disables the cache.
-	CacheMaxBytes int64 `envconfig:"PRLOOP_GITHUB_CACHE_MAX_BYTES" default:"67108864"`
+	CacheMaxBytes int64 `envconfig:"PRLOOP_GITHUB_CACHE_MAX_BYTES" default:"67108864" desc:"size of the conditional-request cache (LRU by bytes)"`
 
 	// Token, when set, is used instead of resolving one from the environment.
 	// Never read from PRLOOP_ variables.

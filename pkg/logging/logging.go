@@ -62,12 +62,17 @@ func ParseLevel(s string) slog.Level {
 }
 
 // New returns a logger writing to w at level, in format json, text or auto
-// (text when w is a terminal, JSON otherwise).
+// (text when w is a terminal, JSON otherwise). Durations are written as Go
+// writes them ("1.5s", "2m0s") in both formats.
 func New(w io.Writer, level, format string) *slog.Logger {
 	opts := &slog.HandlerOptions{
 		Level: ParseLevel(level),
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			switch a.Value.Kind() {
+			case slog.KindDuration:
+				// As people and PRLOOP_* settings write it ("1m30s"), not
+				// the JSON handler's nanoseconds.
+				a.Value = slog.StringValue(a.Value.Duration().String())
 			case slog.KindString:
 				a.Value = slog.StringValue(Scrub(a.Value.String()))
 			case slog.KindAny:

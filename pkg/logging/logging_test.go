@@ -3,7 +3,9 @@ package logging
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -48,4 +50,29 @@ func TestNew_Level(t *testing.T) {
 	log.Warn("loud")
 	assert.NotContains(t, buf.String(), "quiet")
 	assert.Contains(t, buf.String(), "loud")
+}
+
+// TestNew_DurationsForPeople: a duration reads as Go writes it in both
+// formats; the JSON handler alone would write nanoseconds (issue #30:
+// "interval":5000000000).
+func TestNew_DurationsForPeople(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, format string
+		want         []string
+	}{
+		{name: "json", format: "json", want: []string{`"interval":"5s"`, `"grace":"1m30s"`, `"wait":"1.5ms"`, `"retry":{"after":"2m0s"}`}},
+		{name: "text", format: "text", want: []string{"interval=5s", "grace=1m30s", "wait=1.5ms", "retry.after=2m0s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			New(&buf, "info", tc.format).Info("started", "interval", 5*time.Second, slog.Duration("grace", 90*time.Second),
+				"wait", 1500*time.Microsecond, slog.Group("retry", "after", 2*time.Minute))
+			for _, w := range tc.want {
+				assert.Contains(t, buf.String(), w)
+			}
+			assert.NotContains(t, buf.String(), "5000000000")
+		})
+	}
 }

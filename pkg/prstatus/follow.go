@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -100,10 +101,30 @@ func (f *Follower) Run(ctx context.Context, js Stream) error {
 	}
 }
 
+// Fact reports whether an event of type t from source is one the board
+// folds: an event of a publisher of the table in pkg/events (events.
+// PublishedBy) that the table does not give it is a test, not a fact about
+// a PR. Sources the table does not list (tests, tools) are taken as they
+// come; NATS permissions decide what they may publish.
+func Fact(source string, t events.Type) bool {
+	for _, p := range events.Publishers() {
+		if source == events.Source(p) {
+			return slices.Contains(events.PublishedBy(p), t)
+		}
+	}
+	return true
+}
+
 func (f *Follower) apply(msg jetstream.Msg) {
 	ce, d, err := events.Decode(msg.Data())
 	if err != nil {
 		f.log.Warn("skipping an event that does not decode", "subject", msg.Subject(), "err", err)
+		return
+	}
+	if !Fact(ce.Source(), d.EventType()) {
+		// 'prloop emit-test' publishes a PRReviewPending as the CLI to show
+		// the pipe works: not a PR to show, nor one to write a status on.
+		f.log.Debug("skipping an event its source does not publish", "subject", msg.Subject(), "source", ce.Source())
 		return
 	}
 	f.mu.Lock()

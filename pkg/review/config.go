@@ -13,31 +13,31 @@ import (
 // embeds it in its own configuration, so they apply the same rules.
 type PolicyConfig struct {
 	// ReviewProtocols are the enabled review protocols: emoji, reviews, quorum.
-	ReviewProtocols []string `envconfig:"PRLOOP_REVIEW_PROTOCOLS" default:"emoji,reviews"`
+	ReviewProtocols []string `envconfig:"PRLOOP_REVIEW_PROTOCOLS" default:"emoji,reviews" desc:"how reviewers signal: any of emoji, reviews, quorum"`
 	// Reviewers are the logins whose signals count; empty means everyone with
 	// write, maintain or admin permission on the repository.
-	Reviewers []string `envconfig:"PRLOOP_REVIEWERS"`
+	Reviewers []string `envconfig:"PRLOOP_REVIEWERS" desc:"whose review signals count; empty: anyone with write, maintain or admin permission (never the author)"`
 	// RequiredReviewers are the quorum's bot reviewers: comma-separated
 	// "login" or "login/marker text".
-	RequiredReviewers string `envconfig:"PRLOOP_REQUIRED_REVIEWERS"`
+	RequiredReviewers string `envconfig:"PRLOOP_REQUIRED_REVIEWERS" desc:"quorum bots: login or login/marker text, comma-separated"`
 	// ReviewFailurePatterns mark a quorum reviewer's comment as a failed
 	// review workflow (case-insensitive).
-	ReviewFailurePatterns []string `envconfig:"PRLOOP_REVIEW_FAILURE_PATTERNS" default:"API Error,Timeout,503,workflow failed"`
+	ReviewFailurePatterns []string `envconfig:"PRLOOP_REVIEW_FAILURE_PATTERNS" default:"API Error,Timeout,503,workflow failed" desc:"text that marks a quorum bot's review as a failure"`
 	// FindingIgnore are regular expressions (comma-separated,
 	// case-insensitive) that set a quorum bot's finding aside as not
 	// actionable unless it is critical (see Classify); the default is
 	// DefaultFindingIgnore, and an empty value leaves only the built-in
 	// rules. Backslashes are doubled in the tag: struct tags unquote them.
-	FindingIgnore []string `envconfig:"PRLOOP_FINDING_IGNORE" default:"^[\\W_]*(nit(s|pick\\w*)?|style|formatting|typo|cosmetic|trivial)\\b,\\[(nit|style|formatting|typo|cosmetic|trivial)\\],severity\\W*(low|trivial|info)\\b,\\blow[- ]priority\\b,!\\[low\\]"`
+	FindingIgnore []string `envconfig:"PRLOOP_FINDING_IGNORE" default:"^[\\W_]*(nit(s|pick\\w*)?|style|formatting|typo|cosmetic|trivial)\\b,\\[(nit|style|formatting|typo|cosmetic|trivial)\\],severity\\W*(low|trivial|info)\\b,\\blow[- ]priority\\b,!\\[low\\]" desc:"comma-separated regular expressions that set a quorum bot's finding aside (default: nit, style, formatting, typo, trivial and low-severity markers); empty: only the built-in rules"`
 	// ApprovalSurvivesPush lets an approval given before the latest push
 	// approve the new head.
-	ApprovalSurvivesPush bool `envconfig:"PRLOOP_APPROVAL_SURVIVES_PUSH" default:"false"`
+	ApprovalSurvivesPush bool `envconfig:"PRLOOP_APPROVAL_SURVIVES_PUSH" default:"false" desc:"whether an approval given before the latest push approves it"`
 	// PermissionCacheTTL is how long a reviewer's looked-up permission is trusted.
-	PermissionCacheTTL time.Duration `envconfig:"PRLOOP_PERMISSION_CACHE_TTL" default:"1h"`
+	PermissionCacheTTL time.Duration `envconfig:"PRLOOP_PERMISSION_CACHE_TTL" default:"1h" desc:"how long a looked-up reviewer permission is trusted"`
 	// PermissionMaxStale is how long after PermissionCacheTTL a looked-up
 	// permission still stands in for a lookup that fails (a GitHub outage
 	// must not flip a verdict); older answers are forgotten.
-	PermissionMaxStale time.Duration `envconfig:"PRLOOP_PERMISSION_MAX_STALE" default:"24h"`
+	PermissionMaxStale time.Duration `envconfig:"PRLOOP_PERMISSION_MAX_STALE" default:"24h" desc:"how long after that TTL the last known permission stands in for a failed lookup (a GitHub outage never flips a verdict; with no known answer the evaluation waits)"`
 }
 
 // Validate checks the policy settings; errors name the variable.

@@ -223,31 +223,34 @@ func (p *Page) model(feed *Feed) model {
 	}
 	escs := slices.Clone(feed.escalations)
 	feed.mu.Unlock()
-	for _, e := range slices.Backward(escs) {
-		m.Escalations = append(m.Escalations, escRow{
-			Ref: e.PR.String(), URL: p.url(e.PR), Reason: strings.ReplaceAll(string(e.Reason), "_", " "), Detail: e.Detail,
-			When: e.At.UTC().Format(time.RFC3339), Ago: ago(now, e.At),
-		})
-	}
 	feed.follower.View(func(b *prstatus.Board) {
-		prs := b.PRs()
-		// The PR something last happened to first.
-		slices.SortStableFunc(prs, func(x, y *prstatus.PR) int { return y.LastAt.Compare(x.LastAt) })
+		for _, e := range slices.Backward(escs) {
+			// Recent escalations are those still waiting for a human: one
+			// since merged, closed or resolved leaves the list.
+			if cur := b.Get(e.PR); cur == nil || !cur.NeedsHuman() {
+				continue
+			}
+			m.Escalations = append(m.Escalations, escRow{
+				Ref: e.PR.String(), URL: p.url(e.PR), Reason: strings.ReplaceAll(string(e.Reason), "_", " "), Detail: e.Detail,
+				When: e.At.UTC().Format(time.RFC3339), Ago: ago(now, e.At),
+			})
+		}
+		rows := b.Rows(p.o.Line)
+		prstatus.SortByLast(rows)
 		type qkey struct{ repo, base string }
 		seen := map[qkey]bool{}
-		for _, pr := range prs {
-			l := b.Line(pr.PR, p.o.Line)
+		for _, r := range rows {
 			m.PRs = append(m.PRs, prRow{
-				Ref: pr.PR.String(), URL: p.url(pr.PR), Title: pr.Title, Head: ghref.ShortSHA(pr.Head), State: string(l.State), Text: l.Text,
-				Last: string(pr.Last), Ago: ago(now, pr.LastAt),
+				Ref: r.PR.String(), URL: p.url(r.PR), Title: r.Title, Head: ghref.ShortSHA(r.Head), State: string(r.Line.State), Text: r.Line.Text,
+				Last: string(r.Last), Ago: ago(now, r.LastAt),
 			})
-			k := qkey{pr.PR.RepoRef().Key(), pr.Base}
-			if !pr.Queued() || seen[k] {
+			k := qkey{r.PR.RepoRef().Key(), r.Base}
+			if r.Position == 0 || seen[k] {
 				continue
 			}
 			seen[k] = true
-			q := queue{Repo: pr.PR.RepoRef().String(), Base: pr.Base}
-			for i, e := range b.Queue(pr.PR.RepoRef(), pr.Base) {
+			q := queue{Repo: r.PR.RepoRef().String(), Base: r.Base}
+			for i, e := range b.Queue(r.PR.RepoRef(), r.Base) {
 				el := b.Line(e.PR, p.o.Line)
 				q.Entries = append(q.Entries, queueEntry{Pos: i + 1, Ref: e.PR.String(), URL: p.url(e.PR), Title: e.Title, Text: el.Text, State: string(el.State), Waited: prstatus.Age(now, e.QueuedAt)})
 			}

@@ -143,6 +143,28 @@ func TestPage_Renders(t *testing.T) {
 			},
 		},
 		{
+			// Issue #30: a PR merged after its escalation stayed under
+			// "Recent escalations".
+			name: "an escalated PR merged since leaves the recent escalations", caughtUp: true,
+			events: []applied{
+				{&events.ReviewTimeout{Base: b(pr3), Reason: events.ReasonReviewTimeout}, t0},
+				{&events.Escalated{Base: b(pr3), Reason: events.ReasonReviewTimeout, Actions: []string{"label"}}, t0},
+				{&events.Merged{Base: b(pr3), MergeSHA: "feedfacecafe"}, t0.Add(time.Minute)},
+			},
+			want:    []string{"merged as feedfac", "No escalation yet."},
+			wantNot: []string{`<tr class="escalation">`},
+		},
+		{
+			name: "an escalation a human resolved leaves the recent escalations", caughtUp: true,
+			events: []applied{
+				{&events.ReviewTimeout{Base: b(pr3), Reason: events.ReasonReviewTimeout}, t0},
+				{&events.Escalated{Base: b(pr3), Reason: events.ReasonReviewTimeout, Actions: []string{"label"}}, t0},
+				{&events.EscalationResolved{Base: b(pr3)}, t0.Add(time.Minute)},
+			},
+			want:    []string{"No escalation yet."},
+			wantNot: []string{`<tr class="escalation">`},
+		},
+		{
 			name: "merged", caughtUp: true,
 			events: []applied{{&events.Merged{Base: b(pr1), MergeSHA: "feedfacecafe"}, t0}},
 			want:   []string{`<span class="badge success">success</span>`, "merged as feedfac", "Every merge queue is empty."},

@@ -23,33 +23,33 @@ type Config struct {
 
 	// Label is put on an escalated PR. While it is there the feedback
 	// service runs no agent for the PR; removing it resumes the loop.
-	Label string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
+	Label string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required" desc:"the label that hands a PR to a human (1 to 50 characters, no commas); while it is on, prloop runs no agent for the PR; removing it resumes the loop"`
 	// Mentions are GitHub logins or teams (org/team) the escalation comment
 	// mentions, e.g. "alice,acme/maintainers".
-	Mentions []string `envconfig:"PRLOOP_ESCALATION_MENTIONS"`
+	Mentions []string `envconfig:"PRLOOP_ESCALATION_MENTIONS" desc:"GitHub logins or teams (org/team) the escalation comment mentions"`
 	// WebhookURL, when set, receives a JSON summary of each escalation
 	// (Slack-compatible "text" plus structured fields). It is a secret: Slack
 	// webhook URLs are credentials, so it is never logged.
-	WebhookURL github.Secret `envconfig:"PRLOOP_ESCALATION_WEBHOOK_URL"`
+	WebhookURL github.Secret `envconfig:"PRLOOP_ESCALATION_WEBHOOK_URL" desc:"receives a JSON summary of each escalation (Slack-compatible); a secret, never logged"`
 	// WebhookRetries is how often a failed webhook delivery (network error,
 	// 5xx, 429) is retried.
-	WebhookRetries int `envconfig:"PRLOOP_ESCALATION_WEBHOOK_RETRIES" default:"3"`
+	WebhookRetries int `envconfig:"PRLOOP_ESCALATION_WEBHOOK_RETRIES" default:"3" desc:"retries of a failed webhook delivery (network error, 5xx, 429), 0 to 10"`
 	// WebhookBackoff is the wait before the first retry; it doubles after
 	// each one.
-	WebhookBackoff time.Duration `envconfig:"PRLOOP_ESCALATION_WEBHOOK_BACKOFF" default:"1s"`
+	WebhookBackoff time.Duration `envconfig:"PRLOOP_ESCALATION_WEBHOOK_BACKOFF" default:"1s" desc:"wait before the first webhook retry; it doubles after each one"`
 	// WebhookTimeout bounds one delivery attempt.
-	WebhookTimeout time.Duration `envconfig:"PRLOOP_ESCALATION_WEBHOOK_TIMEOUT" default:"10s"`
+	WebhookTimeout time.Duration `envconfig:"PRLOOP_ESCALATION_WEBHOOK_TIMEOUT" default:"10s" desc:"timeout of one webhook delivery attempt"`
 	// GitHubLogin is prloop's own login; when set, only its comments count
 	// when looking for an escalation comment already posted.
-	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
+	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN" desc:"prloop's own login, whose signals never count; empty: asked from GitHub"`
 	// ClaimTTL is the lease one replica holds on an escalation while doing
 	// it, so that two replicas never escalate the same PR and reason at once.
-	ClaimTTL time.Duration `envconfig:"PRLOOP_ESCALATION_CLAIM_TTL" default:"2m"`
+	ClaimTTL time.Duration `envconfig:"PRLOOP_ESCALATION_CLAIM_TTL" default:"2m" desc:"lease one replica holds on an escalation while doing it; at least 1s"`
 	// RetryBackoff are the redelivery delays after a failed attempt (GitHub
 	// down, the claim held by a replica that died), by delivery; the last
 	// repeats. A delivery cut short by a crash counts too, so after a few
 	// crashes the next try waits the longer delays.
-	RetryBackoff []time.Duration `envconfig:"PRLOOP_ESCALATION_RETRY_BACKOFF" default:"1s,5s,30s,2m,5m"`
+	RetryBackoff []time.Duration `envconfig:"PRLOOP_ESCALATION_RETRY_BACKOFF" default:"1s,5s,30s,2m,5m" desc:"redelivery delays of an escalation after a failed attempt; the last repeats"`
 }
 
 var mentionRE = regexp.MustCompile(`^@?[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Za-z0-9_.-]+)?$`)

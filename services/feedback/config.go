@@ -23,97 +23,97 @@ type Config struct {
 
 	// Concurrency bounds the PRs addressed at once by this replica; each PR
 	// has at most one attempt in flight across all replicas.
-	Concurrency int `envconfig:"PRLOOP_FEEDBACK_CONCURRENCY" default:"2"`
+	Concurrency int `envconfig:"PRLOOP_FEEDBACK_CONCURRENCY" default:"2" desc:"PRs addressed at once per replica (one attempt per PR across all replicas)"`
 	// WorkspaceDir holds prloop's clones (<owner>/<repo>/pr-<n>), prompts and
 	// agent logs (pr-<n>.d/). Empty means <PRLOOP_DATA_DIR>/workspace.
-	WorkspaceDir string `envconfig:"PRLOOP_WORKSPACE_DIR"`
+	WorkspaceDir string `envconfig:"PRLOOP_WORKSPACE_DIR" desc:"clones (owner/repo/pr-N), prompts and agent logs; empty: PRLOOP_DATA_DIR/workspace"`
 	// WorkspaceSweepInterval is how often the workspaces of closed or
 	// merged PRs are looked for and removed (a few PRs per sweep); 0: never.
-	WorkspaceSweepInterval time.Duration `envconfig:"PRLOOP_WORKSPACE_SWEEP_INTERVAL" default:"10m"`
+	WorkspaceSweepInterval time.Duration `envconfig:"PRLOOP_WORKSPACE_SWEEP_INTERVAL" default:"10m" desc:"how often the workspaces of closed or merged PRs are removed (up to 20 PRs checked per sweep); 0: never"`
 	// AgentCmd is the coding agent, run with sh -c in the worktree, in the
 	// sandbox, with the prompt on stdin and in the file named by
 	// PRLOOP_PROMPT_FILE (outside the worktree), PRLOOP_PR and
 	// PRLOOP_BRANCH in its environment, and no credentials of prloop's.
-	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD" default:"claude -p --permission-mode acceptEdits"`
+	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD" default:"claude -p --permission-mode acceptEdits" desc:"the coding agent, run with sh -c in the worktree, in the sandbox; prompt on stdin and in $PRLOOP_PROMPT_FILE; no credentials of prloop's; its program must be found in the sandbox at start"`
 	// AgentTimeout bounds one agent run; its whole sandbox is then killed.
-	AgentTimeout time.Duration `envconfig:"PRLOOP_AGENT_TIMEOUT" default:"10m"`
+	AgentTimeout time.Duration `envconfig:"PRLOOP_AGENT_TIMEOUT" default:"10m" desc:"then every process in the agent's sandbox is killed"`
 	// AgentBudget bounds the agent wall time spent on one PR across all
 	// its runs and fix cycles; once spent, the PR is escalated with reason
 	// agent_budget_exhausted instead of running the agent again. 0: no bound.
-	AgentBudget time.Duration `envconfig:"PRLOOP_AGENT_BUDGET" default:"1h"`
+	AgentBudget time.Duration `envconfig:"PRLOOP_AGENT_BUDGET" default:"1h" desc:"agent wall time per PR across runs and cycles, then agent_budget_exhausted; 0: no bound"`
 	// AgentSandbox is how the agent (and every git command in its
 	// worktree) is confined: auto picks the strongest that works here
 	// (bwrap, then namespaces); none runs it as prloop's user, with
-	// prloop's view of the machine (see README, Security model).
-	AgentSandbox string `envconfig:"PRLOOP_AGENT_SANDBOX" default:"auto"`
+	// prloop's view of the machine (see docs/security.md).
+	AgentSandbox string `envconfig:"PRLOOP_AGENT_SANDBOX" default:"auto" desc:"auto, bwrap, namespaces or none"`
 	// AgentReadOnlyPaths and AgentWritablePaths are host paths the agent
 	// sees besides its worktree and the system directories (/usr, /etc,
 	// …): its own installation or state (e.g. ~/.claude), comma-separated.
-	AgentReadOnlyPaths []string `envconfig:"PRLOOP_AGENT_READONLY_PATHS"`
-	AgentWritablePaths []string `envconfig:"PRLOOP_AGENT_WRITABLE_PATHS"`
+	AgentReadOnlyPaths []string `envconfig:"PRLOOP_AGENT_READONLY_PATHS" desc:"comma-separated host paths the agent also sees, read-only (its install)"`
+	AgentWritablePaths []string `envconfig:"PRLOOP_AGENT_WRITABLE_PATHS" desc:"comma-separated host paths the agent also sees, writable (its state)"`
 	// AgentMemoryMaxMB caps the sandbox's memory where cgroup v2 is
 	// writable; 0: no cap.
-	AgentMemoryMaxMB int64 `envconfig:"PRLOOP_AGENT_MEMORY_MAX_MB" default:"0"`
+	AgentMemoryMaxMB int64 `envconfig:"PRLOOP_AGENT_MEMORY_MAX_MB" default:"0" desc:"memory cap of the sandbox where cgroup v2 is writable; 0: none"`
 	// AgentMaxCommits and AgentMaxBytes bound the agent's work that prloop
 	// takes in and pushes: commits on top of the PR's head, and bytes of
 	// new objects. Work over a bound is escalated, not pushed.
-	AgentMaxCommits int   `envconfig:"PRLOOP_AGENT_MAX_COMMITS" default:"50"`
-	AgentMaxBytes   int64 `envconfig:"PRLOOP_AGENT_MAX_BYTES" default:"52428800"`
+	AgentMaxCommits int   `envconfig:"PRLOOP_AGENT_MAX_COMMITS" default:"50" desc:"most commits of the agent's work prloop pushes"`
+	AgentMaxBytes   int64 `envconfig:"PRLOOP_AGENT_MAX_BYTES" default:"52428800" desc:"most bytes of the agent's work prloop pushes"`
 	// AgentMayEditWorkflows lets prloop push agent commits that change
 	// .github/workflows; off, because a workflow runs with the
 	// repository's secrets and the agent reads strangers' text.
-	AgentMayEditWorkflows bool `envconfig:"PRLOOP_AGENT_MAY_EDIT_WORKFLOWS" default:"false"`
+	AgentMayEditWorkflows bool `envconfig:"PRLOOP_AGENT_MAY_EDIT_WORKFLOWS" default:"false" desc:"push agent commits that change .github/workflows"`
 	// AgentAttempts is how many agent runs one change request may use in
 	// total, across retries and redeliveries, before it is escalated.
-	AgentAttempts int `envconfig:"PRLOOP_AGENT_ATTEMPTS" default:"3"`
+	AgentAttempts int `envconfig:"PRLOOP_AGENT_ATTEMPTS" default:"3" desc:"agent runs per change request before escalating feedback_failed"`
 	// AgentBackoff is the pause before the second run; it doubles for each
 	// further one.
-	AgentBackoff time.Duration `envconfig:"PRLOOP_AGENT_BACKOFF" default:"30s"`
+	AgentBackoff time.Duration `envconfig:"PRLOOP_AGENT_BACKOFF" default:"30s" desc:"pause before the agent's second run; it doubles for each further one"`
 	// AgentKillGrace is how long an agent has between SIGTERM and SIGKILL
 	// when it times out or the service stops.
-	AgentKillGrace time.Duration `envconfig:"PRLOOP_AGENT_KILL_GRACE" default:"5s"`
+	AgentKillGrace time.Duration `envconfig:"PRLOOP_AGENT_KILL_GRACE" default:"5s" desc:"how long an agent has between SIGTERM and SIGKILL when it times out or the service stops"`
 	// AgentLogMaxBytes caps each run's kept stdout and stderr.
-	AgentLogMaxBytes int64 `envconfig:"PRLOOP_AGENT_LOG_MAX_BYTES" default:"1048576"`
+	AgentLogMaxBytes int64 `envconfig:"PRLOOP_AGENT_LOG_MAX_BYTES" default:"1048576" desc:"cap of each run's kept stdout and stderr"`
 	// PromptTemplate is a text/template file replacing the built-in prompt.
-	PromptTemplate string `envconfig:"PRLOOP_PROMPT_TEMPLATE"`
+	PromptTemplate string `envconfig:"PRLOOP_PROMPT_TEMPLATE" desc:"a text/template file replacing the built-in prompt"`
 	// PromptMaxBytes caps the review comments' text in the prompt.
-	PromptMaxBytes int `envconfig:"PRLOOP_PROMPT_MAX_BYTES" default:"65536"`
+	PromptMaxBytes int `envconfig:"PRLOOP_PROMPT_MAX_BYTES" default:"65536" desc:"cap of the review comments' text in the prompt"`
 	// ContextMaxBytes caps the spec or plan files' text in the prompt.
-	ContextMaxBytes int `envconfig:"PRLOOP_CONTEXT_MAX_BYTES" default:"65536"`
+	ContextMaxBytes int `envconfig:"PRLOOP_CONTEXT_MAX_BYTES" default:"65536" desc:"cap of the spec or plan files' text in the prompt"`
 	// MaxFixCycles is how many fixes prloop may push per PR; the change
 	// request that would start one more is escalated instead.
-	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2"`
+	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2" desc:"fixes prloop may push per PR; the next change request escalates max_fix_cycles"`
 	// EscalationLabel on a PR means a human has it: no agent runs for it.
-	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
+	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required" desc:"the label that hands a PR to a human (1 to 50 characters, no commas); while it is on, prloop runs no agent for the PR; removing it resumes the loop"`
 	// NotifyReviewers tells the reviewers when a fix is pushed: their
 	// review is requested again, their inline threads get a reply, and one
-	// comment says what the agent changed (README, "Telling reviewers a
+	// comment says what the agent changed (docs/reviews.md, "Telling reviewers a
 	// fix is ready").
-	NotifyReviewers bool `envconfig:"PRLOOP_NOTIFY_REVIEWERS" default:"true"`
+	NotifyReviewers bool `envconfig:"PRLOOP_NOTIFY_REVIEWERS" default:"true" desc:"after a fix, request the review again, answer the inline threads and post one note"`
 	// DryRun logs the note to the reviewers instead of posting it; fixes
 	// are still pushed.
-	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false"`
+	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false" desc:"publish what would happen, change nothing on GitHub (the feedback service still pushes fixes, and logs its note to the reviewers instead of posting it)"`
 	// GitAuthorName and GitAuthorEmail sign the commits prloop makes itself,
 	// and are the agent's git identity (user.name and user.email, from its
 	// environment), since its sandbox's empty HOME has none.
-	GitAuthorName  string `envconfig:"PRLOOP_GIT_AUTHOR_NAME" default:"prloop"`
-	GitAuthorEmail string `envconfig:"PRLOOP_GIT_AUTHOR_EMAIL" default:"prloop@users.noreply.github.com"`
+	GitAuthorName  string `envconfig:"PRLOOP_GIT_AUTHOR_NAME" default:"prloop" desc:"name of prloop's own commits; also the agent's git identity (user.name through GIT_CONFIG_* in its environment), so a plain git commit works in its empty HOME; an agent that names itself keeps its name"`
+	GitAuthorEmail string `envconfig:"PRLOOP_GIT_AUTHOR_EMAIL" default:"prloop@users.noreply.github.com" desc:"email of prloop's own commits; also the agent's git identity (user.email through GIT_CONFIG_* in its environment)"`
 	// GitHubLogin is prloop's own GitHub login, whose comments never count;
 	// empty asks GitHub (GET /user) at start.
-	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
+	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN" desc:"prloop's own login, whose signals never count; empty: asked from GitHub"`
 	// LeaseTTL is how long a PR's attempt lease outlives a replica that
 	// stopped renewing it (a crash); it is renewed every LeaseTTL/3. It
 	// must be well above the clock skew between replicas' hosts.
-	LeaseTTL time.Duration `envconfig:"PRLOOP_FEEDBACK_LEASE_TTL" default:"1m"`
+	LeaseTTL time.Duration `envconfig:"PRLOOP_FEEDBACK_LEASE_TTL" default:"1m" desc:"how long a PR's attempt lease outlives a replica that stopped renewing it; more than 3 times PRLOOP_AGENT_KILL_GRACE"`
 	// AckWait is how long JetStream waits for a sign of life before it
 	// redelivers a change request; the service signals every AckWait/3.
-	AckWait time.Duration `envconfig:"PRLOOP_FEEDBACK_ACK_WAIT" default:"30s"`
+	AckWait time.Duration `envconfig:"PRLOOP_FEEDBACK_ACK_WAIT" default:"30s" desc:"how long JetStream waits for a sign of life before it redelivers a change request"`
 	// MaxDeliver bounds deliveries of one change request, including those
 	// that wait for another replica's attempt on the same PR to end.
-	MaxDeliver int `envconfig:"PRLOOP_FEEDBACK_MAX_DELIVER" default:"30"`
+	MaxDeliver int `envconfig:"PRLOOP_FEEDBACK_MAX_DELIVER" default:"30" desc:"deliveries of one change request, including those that wait for another replica's attempt"`
 	// RetryBackoff are the redelivery delays after an error or while the PR
 	// is busy elsewhere; the last repeats.
-	RetryBackoff []time.Duration `envconfig:"PRLOOP_FEEDBACK_RETRY_BACKOFF" default:"2s,10s,30s,1m,2m,5m"`
+	RetryBackoff []time.Duration `envconfig:"PRLOOP_FEEDBACK_RETRY_BACKOFF" default:"2s,10s,30s,1m,2m,5m" desc:"redelivery delays of a change request after an error or while the PR is busy elsewhere; the last repeats"`
 }
 
 // Validate checks the configuration; errors name the variable.

@@ -47,56 +47,56 @@ type Config struct {
 
 	// MergeMethod is how PRs are merged: squash, merge or rebase. It is
 	// always sent, because GitHub's own default is a merge commit.
-	MergeMethod string `envconfig:"PRLOOP_MERGE_METHOD" default:"squash"`
+	MergeMethod string `envconfig:"PRLOOP_MERGE_METHOD" default:"squash" desc:"squash, merge or rebase, always sent explicitly"`
 	// RequireChecks makes the merger wait for the head's commit statuses and
 	// check runs to pass, and escalate when they fail.
-	RequireChecks bool `envconfig:"PRLOOP_REQUIRE_CHECKS" default:"true"`
+	RequireChecks bool `envconfig:"PRLOOP_REQUIRE_CHECKS" default:"true" desc:"wait for green checks; failures escalate checks_failed"`
 	// RequiredChecks adds checks (commit status contexts or check run
 	// names, comma-separated) that every head must pass before a merge, to
 	// those the base branch's rules require.
-	RequiredChecks []string `envconfig:"PRLOOP_REQUIRED_CHECKS"`
+	RequiredChecks []string `envconfig:"PRLOOP_REQUIRED_CHECKS" desc:"checks every head must pass, added to those the base's branch rules require: status contexts or check run names, comma-separated"`
 	// ChecksTimeout is how long the merger waits for pending checks on one
 	// head before escalating with reason checks_failed.
-	ChecksTimeout time.Duration `envconfig:"PRLOOP_CHECKS_TIMEOUT" default:"30m"`
+	ChecksTimeout time.Duration `envconfig:"PRLOOP_CHECKS_TIMEOUT" default:"30m" desc:"longest wait for pending or not yet reported checks"`
 	// UpdateMethod is how a PR behind its base is brought up to date: merge
 	// (GitHub's update-branch) or rebase (local rebase, force-with-lease push).
-	UpdateMethod string `envconfig:"PRLOOP_UPDATE_METHOD" default:"merge"`
+	UpdateMethod string `envconfig:"PRLOOP_UPDATE_METHOD" default:"merge" desc:"a branch behind its base: merge (update-branch) or rebase (force-with-lease)"`
 	// DeleteBranch deletes the head branch after a merge.
-	DeleteBranch bool `envconfig:"PRLOOP_DELETE_BRANCH" default:"false"`
+	DeleteBranch bool `envconfig:"PRLOOP_DELETE_BRANCH" default:"false" desc:"delete the head branch after merging"`
 	// DryRun logs and publishes what the merger would do, and changes
 	// nothing on GitHub.
-	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false"`
+	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false" desc:"publish what would happen, change nothing on GitHub (the feedback service still pushes fixes, and logs its note to the reviewers instead of posting it)"`
 	// MergeRetries bounds how often a merge GitHub refuses (405, 409) is
 	// re-checked and tried again before the merger gives up.
-	MergeRetries int `envconfig:"PRLOOP_MERGE_RETRIES" default:"3"`
+	MergeRetries int `envconfig:"PRLOOP_MERGE_RETRIES" default:"3" desc:"how often a merge GitHub refuses (405, 409) is re-checked and tried again, 0 to 20"`
 	// PollInterval is how often the merger re-reads a PR's checks and
 	// mergeability while it waits for them.
-	PollInterval time.Duration `envconfig:"PRLOOP_MERGE_POLL_INTERVAL" default:"10s"`
+	PollInterval time.Duration `envconfig:"PRLOOP_MERGE_POLL_INTERVAL" default:"10s" desc:"how often the merger re-reads a PR's checks and mergeability while it waits for them"`
 	// LockTTL is the lease on a base branch's merge lock: a merger replica
 	// that dies mid-merge holds the base for at most this long.
-	LockTTL time.Duration `envconfig:"PRLOOP_MERGE_LOCK_TTL" default:"1m"`
+	LockTTL time.Duration `envconfig:"PRLOOP_MERGE_LOCK_TTL" default:"1m" desc:"lease on a base branch's merge lock: a merger replica that dies mid-merge holds the base for at most this long"`
 	// UpdateTimeout bounds the wait for GitHub to show the new head after a
 	// branch update (update-branch works asynchronously).
-	UpdateTimeout time.Duration `envconfig:"PRLOOP_UPDATE_TIMEOUT" default:"2m"`
+	UpdateTimeout time.Duration `envconfig:"PRLOOP_UPDATE_TIMEOUT" default:"2m" desc:"longest wait for GitHub to show the new head after a branch update"`
 	// QueueMode is serial (one PR at a time) or speculative (candidates
 	// of up to QueueDepth PRs tested together).
-	QueueMode string `envconfig:"PRLOOP_QUEUE_MODE" default:"serial"`
+	QueueMode string `envconfig:"PRLOOP_QUEUE_MODE" default:"serial" desc:"serial: one PR per base at a time; speculative: test up to PRLOOP_QUEUE_DEPTH queued PRs together"`
 	// QueueDepth is how many PRs of a queue the speculative mode tests at
 	// once: candidates base+PR1, base+PR1+PR2, … up to this many.
-	QueueDepth int `envconfig:"PRLOOP_QUEUE_DEPTH" default:"4"`
+	QueueDepth int `envconfig:"PRLOOP_QUEUE_DEPTH" default:"4" desc:"(speculative) how many PRs of a queue ride in candidates at once, 1 to 16"`
 	// GitHubLogin is prloop's own GitHub login, whose signals never count;
 	// empty asks GitHub (GET /user) at start.
-	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
+	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN" desc:"prloop's own login, whose signals never count; empty: asked from GitHub"`
 	// StatusContext is the context of prloop's own commit status (the
 	// poller writes it). It is never counted as a check: prloop's own
 	// status, pending while the PR waits in the queue, must neither hold
 	// up nor make green the gate of its own merge.
-	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop"`
+	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop" desc:"the context of prloop's commit status, or the name of its check run under GitHub App auth; the merger never counts either as a check"`
 	// ResolveConflicts hands a queued PR that conflicts with its base to
 	// the coding agent (PRConflictResolveRequested, answered by the
 	// feedback service) instead of escalating merge_conflict: the PR
 	// leaves the queue, and its resolved head needs review again.
-	ResolveConflicts bool `envconfig:"PRLOOP_RESOLVE_CONFLICTS" default:"false"`
+	ResolveConflicts bool `envconfig:"PRLOOP_RESOLVE_CONFLICTS" default:"false" desc:"a queued PR that conflicts with its base goes to the coding agent instead of a human; not with PRLOOP_DRY_RUN"`
 }
 
 // statusContext is PRLOOP_STATUS_CONTEXT, DefaultStatusContext when unset

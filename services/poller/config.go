@@ -24,28 +24,28 @@ type Config struct {
 
 	// Repos are watched whole: every open PR there (optionally filtered by
 	// WatchLabel and WatchAuthors) is watched without a watch request.
-	Repos []string `envconfig:"PRLOOP_REPOS"`
+	Repos []string `envconfig:"PRLOOP_REPOS" desc:"watch every open PR of these repositories (owner/repo,...); empty: the poller says at start that it watches only the PRs named by prloop watch, prloop open or a PRWatchRequested (a webhook only hurries a PR already watched)"`
 	// WatchLabel, when set, limits auto-discovery to PRs with this label.
-	WatchLabel string `envconfig:"PRLOOP_WATCH_LABEL"`
+	WatchLabel string `envconfig:"PRLOOP_WATCH_LABEL" desc:"limit auto-discovery and webhooks to PRs with this label"`
 	// WatchAuthors, when set, limits auto-discovery to PRs by these logins.
-	WatchAuthors []string `envconfig:"PRLOOP_WATCH_AUTHORS"`
+	WatchAuthors []string `envconfig:"PRLOOP_WATCH_AUTHORS" desc:"limit auto-discovery and webhooks to PRs by these authors"`
 	// ReviewTimeout is how long after watching began a PR may wait for
 	// approval before ReviewTimeout is published (once; watching goes on).
-	ReviewTimeout time.Duration `envconfig:"PRLOOP_REVIEW_TIMEOUT" default:"2h"`
+	ReviewTimeout time.Duration `envconfig:"PRLOOP_REVIEW_TIMEOUT" default:"2h" desc:"ReviewTimeout once after this long without approval; 0 disables"`
 	// PollInterval is how often each repository is probed; it is also the
 	// lifetime of a replica's repository lease.
-	PollInterval time.Duration `envconfig:"PRLOOP_POLL_INTERVAL" default:"30s"`
+	PollInterval time.Duration `envconfig:"PRLOOP_POLL_INTERVAL" default:"30s" desc:"how often each repository is probed; at least 1s"`
 	// PollConcurrency bounds the poller's concurrent GitHub requests.
-	PollConcurrency int `envconfig:"PRLOOP_POLL_CONCURRENCY" default:"8"`
+	PollConcurrency int `envconfig:"PRLOOP_POLL_CONCURRENCY" default:"8" desc:"concurrent GitHub requests of the poller"`
 	// WebhookSecret enables POST /webhook, verified with X-Hub-Signature-256.
-	WebhookSecret github.Secret `envconfig:"PRLOOP_WEBHOOK_SECRET"`
+	WebhookSecret github.Secret `envconfig:"PRLOOP_WEBHOOK_SECRET" desc:"enables POST /webhook (verified X-Hub-Signature-256)"`
 	// EscalationLabel is the label the escalator puts on a PR that needs a
 	// human; when a human removes it, the poller resets the fix cycle and
 	// resumes the loop.
-	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required"`
+	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required" desc:"the label that hands a PR to a human (1 to 50 characters, no commas); while it is on, prloop runs no agent for the PR; removing it resumes the loop"`
 	// GitHubLogin is prloop's own GitHub login, whose signals never count;
 	// empty asks GitHub (GET /user) at start.
-	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN"`
+	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN" desc:"prloop's own login, whose signals never count; empty: asked from GitHub"`
 	// ApprovalSurvivesConflictFix lets an approval carry over to the head
 	// the coding agent made by resolving the PR's conflict with its base
 	// (PRLOOP_RESOLVE_CONFLICTS), as it does to the merger's own branch
@@ -53,21 +53,21 @@ type Config struct {
 	// agent's code, which only prloop's structural checks have seen (a
 	// merge of the approved head and the base tip, no markers, no file
 	// neither side changed), not a reviewer.
-	ApprovalSurvivesConflictFix bool `envconfig:"PRLOOP_APPROVAL_SURVIVES_CONFLICT_FIX" default:"false"`
+	ApprovalSurvivesConflictFix bool `envconfig:"PRLOOP_APPROVAL_SURVIVES_CONFLICT_FIX" default:"false" desc:"whether the approval carries over to the head the agent made by resolving a conflict"`
 
 	// PostStatus writes prloop's commit status (where the PR stands, in
 	// one line) on the head of every watched PR.
-	PostStatus bool `envconfig:"PRLOOP_POST_STATUS" default:"true"`
+	PostStatus bool `envconfig:"PRLOOP_POST_STATUS" default:"true" desc:"write prloop's commit status on every watched PR's head"`
 	// StatusContext is that status's context; the merger never counts it
 	// as a check.
-	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop"`
+	StatusContext string `envconfig:"PRLOOP_STATUS_CONTEXT" default:"prloop" desc:"the context of prloop's commit status, or the name of its check run under GitHub App auth; the merger never counts either as a check"`
 	// StatusCoalesce is the window in which a PR's changes make one write.
-	StatusCoalesce time.Duration `envconfig:"PRLOOP_STATUS_COALESCE" default:"2s"`
+	StatusCoalesce time.Duration `envconfig:"PRLOOP_STATUS_COALESCE" default:"2s" desc:"changes to one PR within this window make one status write, of the latest line"`
 	// DryRun logs the status instead of writing it.
-	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false"`
+	DryRun bool `envconfig:"PRLOOP_DRY_RUN" default:"false" desc:"publish what would happen, change nothing on GitHub (the feedback service still pushes fixes, and logs its note to the reviewers instead of posting it)"`
 	// MaxFixCycles is the feedback service's PRLOOP_MAX_FIX_CYCLES (same
 	// default), read here only for the status line's "cycle 1 of 2".
-	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2"`
+	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2" desc:"fixes prloop may push per PR; the next change request escalates max_fix_cycles"`
 }
 
 // StatusOptions are the status writer's settings.
