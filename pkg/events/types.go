@@ -39,6 +39,10 @@ const (
 	// resolution (PRLOOP_RESOLVE_CONFLICTS).
 	TypeMergeCandidate           Type = "PRMergeCandidate"
 	TypeConflictResolveRequested Type = "PRConflictResolveRequested"
+	// TypeChecksFailed says gating checks failed on a watched PR's head
+	// (checks.go): the feedback service re-runs them or hands them to
+	// the agent.
+	TypeChecksFailed Type = "PRChecksFailed"
 )
 
 // Types lists every event type, in lifecycle order.
@@ -47,6 +51,7 @@ var Types = []Type{
 	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
 	TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
 	TypeEscalationResolved, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested,
+	TypeChecksFailed,
 }
 
 // Status is a PR's review status as the poller computes it.
@@ -588,6 +593,7 @@ func (MergeCandidate) EventType() Type      { return TypeMergeCandidate }
 func (ConflictResolveRequested) EventType() Type {
 	return TypeConflictResolveRequested
 }
+func (ChecksFailed) EventType() Type { return TypeChecksFailed }
 
 // newData returns an empty payload for t, for decoding.
 func newData(t Type) (Data, error) {
@@ -634,6 +640,8 @@ func newData(t Type) (Data, error) {
 		return &MergeCandidate{}, nil
 	case TypeConflictResolveRequested:
 		return &ConflictResolveRequested{}, nil
+	case TypeChecksFailed:
+		return &ChecksFailed{}, nil
 	}
 	return nil, fmt.Errorf("unknown event type %q", t)
 }
