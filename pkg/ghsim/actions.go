@@ -267,7 +267,7 @@ func (s *Sim) getJob(c *reqCtx) *result {
 		ID: j.id, RunID: j.run.id, RunURL: runURL, RunAttempt: j.attempt, NodeID: nodeID("08:CheckRun", j.id),
 		HeadSHA: j.run.sha, URL: u + "/actions/jobs/" + itoa64(j.id),
 		HTMLURL: strp(rp.htmlURL(c.base) + "/actions/runs/" + itoa64(j.run.id) + "/job/" + itoa64(j.id)),
-		Status: "completed", Conclusion: strp(j.concl), CreatedAt: ts(j.started), StartedAt: ts(j.started),
+		Status:  "completed", Conclusion: strp(j.concl), CreatedAt: ts(j.started), StartedAt: ts(j.started),
 		CompletedAt: tsp(j.finished), Name: j.in.Name, Steps: steps, CheckRunURL: u + "/check-runs/" + itoa64(j.id),
 		Labels: []string{"ubuntu-latest"}, WorkflowName: strp(j.run.name), HeadBranch: strp(j.run.branch),
 	})
