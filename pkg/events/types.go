@@ -336,6 +336,10 @@ type FeedbackReceived struct {
 	// IgnoredFindings are quorum bots' findings on the head that request
 	// no changes: the fix leaves them out.
 	IgnoredFindings []IgnoredFinding `json:"ignored_findings,omitempty"`
+	// FailedChecks are gating checks that failed on the head when the
+	// change request was published: the agent addresses both in one run
+	// (see PRChecksFailed).
+	FailedChecks []FailedCheck `json:"failed_checks,omitempty"`
 }
 
 // FeedbackAddressed says a fix was pushed; HeadSHA is the new head.

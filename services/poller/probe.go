@@ -380,9 +380,15 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		HeadSHA: head, Anchor: anchor, Base: p.base, BaseSince: since, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: now,
 	}
+	obs.Checks = s.readChecks(ctx, cur, pr, head, p.base, verdict.Status, log)
+	if obs.Checks != nil && obs.Checks.Pending {
+		// Checks complete without touching the PR's summary: look again
+		// (a check_suite or status webhook comes sooner).
+		obs.RecheckAt = now.Add(s.cfg.PollInterval)
+	}
 	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
-		if settled := latest(p.updated, is.updated).Add(ListSettle); listedAt.Before(settled) {
+		if settled := latest(p.updated, is.updated).Add(ListSettle); listedAt.Before(settled) && (obs.RecheckAt.IsZero() || settled.Before(obs.RecheckAt)) {
 			// updated_at has whole seconds: a review in the same second as
 			// the activity before it, after the lists above were read,
 			// leaves the summary as it was. The probe evaluates the PR
