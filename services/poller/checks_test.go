@@ -100,7 +100,7 @@ func TestDecide_ChecksFailed(t *testing.T) {
 		{name: "the same failure is handled once", cur: published, obs: obs("h1", events.StatusPending, fail(7))},
 		{name: "a failure after a re-run is round 2", cur: published, obs: obs("h1", events.StatusPending, fail(9)),
 			wantTypes: []events.Type{events.TypeChecksFailed},
-			check: func(t *testing.T, d Decision) { assert.Equal(t, 2, d.Emits[0].Data.(*events.ChecksFailed).Round) }},
+			check:     func(t *testing.T, d Decision) { assert.Equal(t, 2, d.Emits[0].Data.(*events.ChecksFailed).Round) }},
 		{name: "a pass after the failure is a flaky pass, counted once", cur: published, obs: obs("h1", events.StatusPending, &CheckFacts{Green: true}),
 			check: func(t *testing.T, d Decision) {
 				assert.Equal(t, 1, d.Next.Checks.FlakyPasses)
@@ -109,7 +109,7 @@ func TestDecide_ChecksFailed(t *testing.T) {
 			}},
 		{name: "a new head starts fresh", cur: published, obs: obs("h2", events.StatusPending, fail(7)),
 			wantTypes: []events.Type{events.TypeReviewPending, events.TypeChecksFailed},
-			check: func(t *testing.T, d Decision) { assert.Equal(t, 1, d.Emits[1].Data.(*events.ChecksFailed).Round) }},
+			check:     func(t *testing.T, d Decision) { assert.Equal(t, 1, d.Emits[1].Data.(*events.ChecksFailed).Round) }},
 		{name: "an approved PR is the merger's", cur: pending, obs: obs("h1", events.StatusApproved, fail(7)),
 			wantTypes: []events.Type{events.TypeReviewApproved}},
 		{name: "a change request and a failure go together", cur: pending, obs: obs("h1", events.StatusChangesRequested, fail(7)),
