@@ -396,6 +396,16 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 			obs.RecheckAt = settled
 		}
 	}
+	flaky := cur.Checks.FlakyPasses
+	defer func() {
+		rw.mu.Lock()
+		now := rw.memo[pr.Number].Checks.FlakyPasses
+		rw.mu.Unlock()
+		if now > flaky {
+			s.d.Metrics.FlakyPass()
+			log.Info("failing checks passed on the same head: a flaky failure", "head", ghref.EventSHA(head))
+		}
+	}()
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
 		if cur.Merged || (cur.Closed && is != nil) {
 			return Decision{Next: cur, Hold: true} // closed meanwhile: see above
