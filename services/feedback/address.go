@@ -193,6 +193,20 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 	}
 	act := plan(req, a.prev, snap, s.limits())
 	a.rec, a.cycle = act.rec, act.cycle
+	if act.kind == actRerun {
+		a.log.Info(act.note)
+		res, err := a.rerun(ctx)
+		if !errors.Is(err, errNoRerun) {
+			return res, err
+		}
+		// GitHub would not re-run them (no permission, a run too old):
+		// the agent gets the failure at once.
+		a.log.Warn("the failed jobs were not re-run; asking the agent", "err", err)
+		lim := s.limits()
+		lim.Rerun = false
+		act = plan(req, a.prev, snap, lim)
+		a.rec, a.cycle = act.rec, act.cycle
+	}
 	switch act.kind {
 	case actIgnore, actDuplicate:
 		return settledResult(act, a.log), nil
@@ -211,9 +225,6 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 			detail += ":" + checksExcerpt(checks)
 		}
 		return a.escalate(ctx, act.reason, "", detail)
-	case actRerun:
-		a.log.Info(act.note)
-		return a.rerun(ctx)
 	}
 
 	resuming := act.kind == actResume

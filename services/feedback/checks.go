@@ -103,6 +103,17 @@ func (a *attempt) checksGitHub() (checksGitHub, error) {
 	return c, nil
 }
 
+// errNoRerun says GitHub would not re-run the failed jobs, or none was
+// found: the agent is asked at once instead.
+var errNoRerun = errors.New("no failed GitHub Actions job could be re-run")
+
+// refused reports whether GitHub's answer says that asking again will not
+// help (no permission, no such job or run, a run that cannot be re-run).
+func refused(err error) bool {
+	return errors.Is(err, github.ErrNotFound) || errors.Is(err, github.ErrForbidden) ||
+		errors.Is(err, github.ErrValidation) || errors.Is(err, github.ErrUnauthorized)
+}
+
 // rerun re-runs the failed jobs of each GitHub Actions run among the
 // failure, once per head (the request of round 1), and ends the request
 // with PRFeedbackSkipped: the poller looks at the head's checks again, and
@@ -122,8 +133,8 @@ func (a *attempt) rerun(ctx context.Context) (Result, error) {
 			continue
 		}
 		job, err := c.GetWorkflowJob(ctx, a.req.PR.RepoRef(), f.ID)
-		if errors.Is(err, github.ErrNotFound) {
-			continue // not a job after all
+		if refused(err) {
+			continue // not a job after all, or not ours to read
 		} else if err != nil {
 			return Result{}, err
 		}
@@ -132,14 +143,20 @@ func (a *attempt) rerun(ctx context.Context) (Result, error) {
 			runs = append(runs, id)
 		}
 	}
+	rerun := 0
 	for _, id := range runs {
-		if err := c.RerunFailedJobs(ctx, a.req.PR.RepoRef(), id); err != nil {
+		err := c.RerunFailedJobs(ctx, a.req.PR.RepoRef(), id)
+		if refused(err) {
+			a.log.Warn("GitHub refused to re-run a run's failed jobs", "run", id, "err", err)
+			continue
+		} else if err != nil {
 			return Result{}, err
 		}
+		rerun++
 		a.s.d.Metrics.CheckRerun()
 	}
-	if len(runs) == 0 {
-		return Result{}, events.Permanent(fmt.Errorf("re-run the failed checks of %s: no GitHub Actions run found", a.req.PR))
+	if rerun == 0 {
+		return Result{}, fmt.Errorf("re-run the failed checks of %s: %w", a.req.PR, errNoRerun)
 	}
 	a.log.Info("re-ran the failed jobs; the agent is asked only if they fail again", "runs", len(runs), "checks", names)
 	return a.skip(ctx, "re-running the failed jobs of "+strings.Join(names, ", ")+" once; the agent is asked only if they fail again")

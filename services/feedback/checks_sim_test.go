@@ -169,3 +169,42 @@ func TestChecks_HostileLog_FencedAndRedacted(t *testing.T) {
 	require.Positive(t, open, "the log is fenced with four backticks (it holds three)")
 	assert.NotContains(t, prompt[open+len("````text\n"):at], "\n````\n", "the fence is still open at the injected line")
 }
+
+// TestChecks_RequestsPerFailure measures the GitHub requests the feedback
+// service spends on a failing check (BENCHMARKS.md): re-running a head's
+// first failure, and gathering a repeated one for the agent (the push and
+// its confirmation are a fix's, counted with review fixes).
+func TestChecks_RequestsPerFailure(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		round int
+		want  events.Type
+		max   int
+	}{
+		{name: "re-run", round: 1, want: events.TypeFeedbackSkipped, max: 4},
+		{name: "gather for the agent", round: 2, want: events.TypeFeedbackAddressed, max: 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, 100)
+			_, jobs, err := e.sim.RunWorkflow(e.repo, e.head, "CI", failingTest("FAIL\n"))
+			require.NoError(t, err)
+			e.start("a", e.config("commit_push.sh", rerun))
+			e.sim.ResetStats()
+			e.checksFailed(e.head, tc.round, 0, jobs[0])
+			e.rec.Wait(t, e.pr, tc.want, waitFor)
+			e.consumerSettled()
+			st := e.sim.Stats()
+			checks := 0
+			for route, n := range st.ByRoute {
+				if strings.Contains(route, "check-runs") || strings.Contains(route, "/actions/") {
+					checks += n
+					t.Logf("%-70s %d", route, n)
+				}
+			}
+			t.Logf("%s: %d requests on checks and Actions (%d in all, %d counted); log store: %d", tc.name, checks, st.Total, st.Counted, len(e.sim.LogRequests()))
+			assert.LessOrEqual(t, checks, tc.max)
+		})
+	}
+}
