@@ -38,6 +38,10 @@ const (
 	FixNone = "none"
 )
 
+// checksRecheck is how many poll intervals apart a PR whose gating checks
+// are pending is evaluated again.
+const checksRecheck = 4
+
 // checksGitHub is the part of the GitHub client reading checks takes. A
 // client without it (a test's fake) reads none.
 type checksGitHub interface {

@@ -382,9 +382,11 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	}
 	obs.Checks = s.readChecks(ctx, cur, pr, head, p.base, verdict.Status, log)
 	if obs.Checks != nil && obs.Checks.Pending {
-		// Checks complete without touching the PR's summary: look again
-		// (a check_suite or status webhook comes sooner).
-		obs.RecheckAt = now.Add(s.cfg.PollInterval)
+		// Checks complete without touching the PR's summary: look again,
+		// every few intervals, since CI takes minutes and every PR with
+		// pending checks costs a full evaluation (a check_suite or status
+		// webhook comes sooner).
+		obs.RecheckAt = now.Add(checksRecheck * s.cfg.PollInterval)
 	}
 	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
