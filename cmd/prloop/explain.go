@@ -88,6 +88,11 @@ type records struct {
 	// Conflict is the merger's request that the agent resolve a conflict
 	// with the base, while the agent works on it.
 	Conflict *prstatus.Conflict `json:"conflict,omitempty"`
+	// FailingChecks are the checks the agent is making pass
+	// (PRChecksFailed), and FlakyPasses the heads whose failing checks
+	// passed on a re-run (the poller's count).
+	FailingChecks []string `json:"failing_checks,omitempty"`
+	FlakyPasses   int      `json:"flaky_passes,omitempty"`
 	// Escalation is why a human is needed now, nil when none is.
 	Escalation *escalation `json:"escalation,omitempty"`
 	// Escalated are the escalations the escalator recorded, and when.
@@ -335,6 +340,7 @@ func recordsOf(b *prstatus.Board, pr ghref.PR, rec *state.PR, s cliSettings) *re
 	}
 	if rec != nil {
 		r.Verdict, r.MissingReviewers, r.Author, r.FixCyclesUsed, r.Escalated = rec.Status, rec.MissingReviewers, rec.Author, rec.FixCycle, rec.Escalations
+		r.FlakyPasses = rec.Checks.FlakyPasses
 	}
 	if p == nil {
 		return r
@@ -343,6 +349,7 @@ func recordsOf(b *prstatus.Board, pr ghref.PR, rec *state.PR, s cliSettings) *re
 		r.Verdict = p.Status
 	}
 	r.Approvers, r.FixCyclesUsed, r.IgnoredFindings = p.Approvers, max(r.FixCyclesUsed, p.FixCycle), p.Ignored
+	r.FailingChecks = p.FailingChecks
 	if pos := b.Position(pr); pos > 0 {
 		q := &queueSpot{Base: p.Base, Position: pos, Ahead: []ghref.PR{}, Waiting: p.Waiting, Mode: p.QueueMode, Batch: b.Batch(pr), Candidate: p.Candidate}
 		for _, a := range b.Queue(pr.RepoRef(), p.Base)[:pos-1] {
@@ -384,6 +391,8 @@ func nextStep(p *prstatus.PR, x explanation, s cliSettings) string {
 		// Before GitHub's word: the conflict it shows (mergeable state
 		// dirty) is the one the agent is resolving.
 		return fmt.Sprintf("wait: the agent is resolving the conflict with %s; the resolved head then needs review again", p.Conflict.Base)
+	case len(p.FailingChecks) > 0:
+		return "wait: the agent is fixing the failing checks " + strings.Join(p.FailingChecks, ", ") + "; the fixed head then needs review"
 	case live != nil && len(live.ChecksFailed) > 0:
 		return escalator.AdviceFor(events.ReasonChecksFailed).Next[0] + " Failed: " + strings.Join(live.ChecksFailed, ", ") + "."
 	case live != nil && live.MergeableState == "dirty":
@@ -479,6 +488,12 @@ func printExplanation(w io.Writer, x explanation, now time.Time) error {
 			fmt.Fprintf(tw, "  set aside\t%s%s: %s%s\n", f.Author, when(f.Location != "", " on "+f.Location), f.Reason, when(f.URL != "", " ("+f.URL+")"))
 		}
 		fmt.Fprintf(tw, "  fix cycles\t%d used, %d left (PRLOOP_MAX_FIX_CYCLES=%d)\n", r.FixCyclesUsed, max(0, r.MaxFixCycles-r.FixCyclesUsed), r.MaxFixCycles)
+		if len(r.FailingChecks) > 0 {
+			fmt.Fprintf(tw, "  checks\tagent fixing failing checks: %s\n", strings.Join(r.FailingChecks, ", "))
+		}
+		if r.FlakyPasses > 0 {
+			fmt.Fprintf(tw, "  flaky\t%d failing check run(s) passed on a re-run; the agent never saw them\n", r.FlakyPasses)
+		}
 		if q := r.Queue; q != nil {
 			ahead := make([]string, len(q.Ahead))
 			for i, a := range q.Ahead {

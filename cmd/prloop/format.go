@@ -38,6 +38,8 @@ func describe(d events.Data) string {
 			short(d.HeadSHA), len(d.CommentIDs), len(d.ReviewIDs), strings.Join(d.Reviewers, ", "), prstatus.SetAside(len(d.IgnoredFindings)))
 	case *events.FeedbackAddressed:
 		return fmt.Sprintf("fix pushed: %s → %s (fix cycle %d)", short(d.PreviousHeadSHA), short(d.HeadSHA), d.FixCycle)
+	case *events.ChecksFailed:
+		return fmt.Sprintf("checks failed on %s (round %d): %s", short(d.HeadSHA), d.Round, strings.Join(prstatus.CheckNames(d.Checks), ", "))
 	case *events.FeedbackSkipped:
 		return "no fix needed on " + short(d.HeadSHA) + when(d.Detail != "", ": "+d.Detail)
 	case *events.ReviewApproved:
@@ -108,7 +110,7 @@ func colorFor(t events.Type) string {
 	switch t {
 	case events.TypeReviewApproved, events.TypeMerged:
 		return "\x1b[32m" // green
-	case events.TypeFeedbackReceived, events.TypeReviewTimeout, events.TypeConflictResolveRequested:
+	case events.TypeFeedbackReceived, events.TypeReviewTimeout, events.TypeConflictResolveRequested, events.TypeChecksFailed:
 		return "\x1b[33m" // yellow
 	case events.TypeEscalationRequested, events.TypeEscalated, events.TypeMergeFailed:
 		return "\x1b[31m" // red

@@ -71,6 +71,8 @@ func sampleOf(t events.Type, pr ghref.PR) events.Data {
 		return &events.MergeCandidate{Base: b, BaseBranch: "main", State: events.CandidateBuilt, Candidate: "c0ffee", Branch: "prloop/queue/main/1", BaseSHA: "ba5e", Position: 1}
 	case events.TypeConflictResolveRequested:
 		return &events.ConflictResolveRequested{Base: b, BaseBranch: "main", BaseSHA: "ba5e"}
+	case events.TypeChecksFailed:
+		return &events.ChecksFailed{Base: b, Round: 1, Checks: []events.FailedCheck{{Name: "test", Kind: events.CheckKindRun, Conclusion: "failure", ID: 1}}}
 	}
 	panic("no sample for " + string(t))
 }

@@ -107,6 +107,7 @@
 //	| PRBranchUpdated       | merger                   | prloop brought the approved head up to date with its base     | previous_head_sha, method                    |
 //	| PRMergeCandidate      | merger                   | speculative queue: the candidate the PR rides in, built/gone  | base, state, candidate, tree, branch, base_sha, position, ahead, detail |
 //	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch, fix_cycle     |
+//	| PRChecksFailed        | poller                   | gating checks failed on head_sha (not prloop's own status)    | checks, round, fix_cycle, epoch, base, anchor, … |
 //
 // # Opening a pull request
 //
@@ -144,6 +145,21 @@
 // head), PRFeedbackSkipped, or PREscalationRequested with reason
 // merge_conflict (or max_fix_cycles, agent_budget_exhausted), whose id
 // carries the command's id.
+//
+// # Failing checks
+//
+// The poller reads the checks of a watched PR's head and publishes
+// PRChecksFailed when gating checks (the base's required ones, or all but
+// prloop's own status context when none are known; PRLOOP_FIX_CHECKS)
+// completed with failure, timed_out, cancelled, action_required or
+// startup_failure, id ID(pr, PRChecksFailed, EventSHA(head), round, the
+// failing checks' fingerprint). Round 1 is a head's first failure; a
+// failure that comes back after a re-run is round 2. It holds the next
+// head back like a change request, until the feedback service answers
+// with PRFeedbackAddressed (the agent's fix), PRFeedbackSkipped (it
+// re-ran the failed GitHub Actions jobs first: PRLOOP_RERUN_FAILED_CHECKS,
+// or the head moved) or PREscalationRequested with reason checks_failed.
+// A PR approved or queued for merging is left to the merger.
 //
 // Reasons are fixed codes: review_timeout, max_fix_cycles, feedback_failed,
 // agent_budget_exhausted (the PR's agent wall time, PRLOOP_AGENT_BUDGET, is spent),

@@ -24,6 +24,7 @@ var publishedBy = map[string][]Type{
 	PublisherPoller: {
 		TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived, TypeReviewApproved,
 		TypeReviewTimeout, TypeClosed, TypeEscalationRequested, TypeEscalationResolved,
+		TypeChecksFailed,
 	},
 	PublisherFeedback:  {TypeCreated, TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested},
 	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested},

@@ -39,6 +39,10 @@ const (
 	// resolution (PRLOOP_RESOLVE_CONFLICTS).
 	TypeMergeCandidate           Type = "PRMergeCandidate"
 	TypeConflictResolveRequested Type = "PRConflictResolveRequested"
+	// TypeChecksFailed says gating checks failed on a watched PR's head
+	// (checks.go): the feedback service re-runs them or hands them to
+	// the agent.
+	TypeChecksFailed Type = "PRChecksFailed"
 )
 
 // Types lists every event type, in lifecycle order.
@@ -47,6 +51,7 @@ var Types = []Type{
 	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
 	TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
 	TypeEscalationResolved, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested,
+	TypeChecksFailed,
 }
 
 // Status is a PR's review status as the poller computes it.
@@ -331,6 +336,10 @@ type FeedbackReceived struct {
 	// IgnoredFindings are quorum bots' findings on the head that request
 	// no changes: the fix leaves them out.
 	IgnoredFindings []IgnoredFinding `json:"ignored_findings,omitempty"`
+	// FailedChecks are gating checks that failed on the head when the
+	// change request was published: the agent addresses both in one run
+	// (see PRChecksFailed).
+	FailedChecks []FailedCheck `json:"failed_checks,omitempty"`
 }
 
 // FeedbackAddressed says a fix was pushed; HeadSHA is the new head.
@@ -588,6 +597,7 @@ func (MergeCandidate) EventType() Type      { return TypeMergeCandidate }
 func (ConflictResolveRequested) EventType() Type {
 	return TypeConflictResolveRequested
 }
+func (ChecksFailed) EventType() Type { return TypeChecksFailed }
 
 // newData returns an empty payload for t, for decoding.
 func newData(t Type) (Data, error) {
@@ -634,6 +644,8 @@ func newData(t Type) (Data, error) {
 		return &MergeCandidate{}, nil
 	case TypeConflictResolveRequested:
 		return &ConflictResolveRequested{}, nil
+	case TypeChecksFailed:
+		return &ChecksFailed{}, nil
 	}
 	return nil, fmt.Errorf("unknown event type %q", t)
 }

@@ -42,6 +42,12 @@
 //     updated (a conclusion completes the run) through the API, as a
 //     GitHub App writes them. That only an App may write them is not
 //     enforced: any token may.
+//   - GitHub Actions (actions.go, RunWorkflow): workflow runs whose jobs
+//     are check runs of the job's id, with output and annotations (listed
+//     paginated); a job and its steps; its log through a 302 to a signed
+//     URL on another port (the log store refuses an Authorization header
+//     and records every request, LogRequests); re-running a run's failed
+//     jobs, a new attempt with the next of JobInput.Reruns.
 //   - Branch rules (GET /rules/branches/{branch}, readable by anyone): a
 //     required_status_checks rule per branch with its strict policy, set
 //     with SetRuleset (SetRequiredChecks: not strict); classic branch

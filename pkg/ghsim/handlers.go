@@ -53,6 +53,10 @@ func (s *Sim) routes() {
 	s.handle("GET "+r+"/commits/{ref}/check-runs", s.checkRuns)
 	s.handle("POST "+r+"/check-runs", s.createCheckRun)
 	s.handle("PATCH "+r+"/check-runs/{id}", s.updateCheckRun)
+	s.handle("GET "+r+"/check-runs/{id}/annotations", s.annotations)
+	s.handle("GET "+r+"/actions/jobs/{id}", s.getJob)
+	s.handle("GET "+r+"/actions/jobs/{id}/logs", s.jobLogs)
+	s.handle("POST "+r+"/actions/runs/{id}/rerun-failed-jobs", s.rerunFailedJobs)
 	s.handle("GET "+r+"/collaborators/{username}/permission", s.permission)
 	s.handle("GET "+r+"/rules/branches/{branch}", s.branchRulesHandler)
 	s.handle("GET "+r+"/branches/{branch}/protection", s.branchProtectionHandler)
@@ -1077,6 +1081,10 @@ func (s *Sim) checkRunWire(rp *repo, base string, cr *checkRun, prs []jMinPR) jC
 	if cr.summary != "" {
 		out.Summary = strp(cr.summary)
 	}
+	if cr.text != "" {
+		out.Text = strp(cr.text)
+	}
+	out.AnnotationsCount = len(cr.annotations)
 	h := rp.htmlURL(base) + "/runs/" + itoa64(cr.id)
 	return jCheckRun{
 		ID: cr.id, HeadSHA: cr.sha, NodeID: nodeID("08:CheckRun", cr.id), URL: u + "/check-runs/" + itoa64(cr.id),

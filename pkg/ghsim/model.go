@@ -143,8 +143,12 @@ type checkRun struct {
 	conclusion string
 	title      string // output.title, "" for none
 	summary    string // output.summary, "" for none
-	started    time.Time
-	completed  time.Time
+	// text is output.text, and annotations the run's annotations
+	// (actions.go).
+	text        string
+	annotations []Annotation
+	started     time.Time
+	completed   time.Time
 }
 
 // mergeInfo is what git says about a (head, base) pair; cached because it

@@ -117,6 +117,10 @@ type Sim struct {
 
 	statsMu sync.Mutex
 	stats   Stats
+
+	// actState is GitHub Actions (actions.go), made on first use.
+	actOnce  sync.Once
+	actState *actions
 }
 
 // New creates a simulator storing its repositories under opts.Dir.

@@ -60,7 +60,10 @@ type Options struct {
 
 // Client is safe for concurrent use. Create it with New.
 type Client struct {
-	gh      *gh.Client
+	gh *gh.Client
+	// plain is the transport under every credential layer: what fetches
+	// from a host other than the API's (a job log's signed URL).
+	plain   http.RoundTripper
 	baseURL *url.URL
 	token   Secret                    // for redaction of echoed text; empty with App auth
 	app     *ghinstallation.Transport // App installation auth, else nil
@@ -179,6 +182,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 		c.log.Info("github auth", "source", source, "api_url", base.String())
 	}
 	hc := &http.Client{Transport: &retryTransport{c: c, next: layer}}
+	c.plain = inner
 	c.gh = gh.NewClient(hc)
 	c.gh.BaseURL = base
 	c.gh.UserAgent = opts.UserAgent

@@ -18,6 +18,8 @@ var paramAfter = map[string]string{
 	"reviews":       "{review_id}",
 	"statuses":      "{sha}",
 	"check-runs":    "{check_run_id}",
+	"jobs":          "{job_id}",
+	"runs":          "{run_id}",
 	"branches":      "{branch}",
 	"repositories":  "{repository_id}",
 	"installations": "{installation_id}",

@@ -30,6 +30,7 @@ type Poller struct {
 	probes      *prometheus.CounterVec
 	evaluations *prometheus.CounterVec
 	transitions *prometheus.CounterVec
+	flaky       *prometheus.CounterVec
 }
 
 // NewPoller creates (or finds) the poller's metrics on reg.
@@ -44,6 +45,8 @@ func NewPoller(reg prometheus.Registerer) *Poller {
 			"trigger", "result"),
 		transitions: counterVec(reg, "transitions_total",
 			"Review-state transitions the poller published, by event type.", "type"),
+		flaky: counterVec(reg, "poller_flaky_check_passes_total",
+			"Heads whose failing checks (PRChecksFailed) passed later on the same head, after a re-run: flaky failures the agent never saw."),
 	}
 	for _, r := range []string{ProbeUnchanged, ProbeChanged, ProbeError} {
 		p.probes.WithLabelValues(r)
@@ -61,6 +64,9 @@ func (p *Poller) Evaluation(trigger string, err error) {
 
 // Transition counts one published transition (not a republished duplicate).
 func (p *Poller) Transition(t events.Type) { p.transitions.WithLabelValues(typeLabel(t)).Inc() }
+
+// FlakyPass counts a head whose published failing checks passed later.
+func (p *Poller) FlakyPass() { p.flaky.WithLabelValues().Inc() }
 
 // Outcomes of a feedback attempt, as prloop_feedback_attempts_total labels
 // them. The first four are the feedback service's own outcomes.
@@ -95,6 +101,7 @@ type Feedback struct {
 	attempts  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	agentRuns *prometheus.CounterVec
+	reruns    *prometheus.CounterVec
 }
 
 // NewFeedback creates (or finds) the feedback service's metrics on reg.
@@ -108,6 +115,8 @@ func NewFeedback(reg prometheus.Registerer) *Feedback {
 			"How long working on one change request took, agent runs included, by outcome.", attemptBuckets, "outcome"),
 		agentRuns: counterVec(reg, "feedback_agent_runs_total",
 			"Coding agent runs, by result: fixed, failed, no_change, git_error, rewritten, error.", "result"),
+		reruns: counterVec(reg, "feedback_check_reruns_total",
+			"GitHub Actions runs whose failed jobs prloop re-ran before asking the agent (PRLOOP_RERUN_FAILED_CHECKS)."),
 	}
 	for _, o := range []string{FeedbackAddressed, FeedbackEscalated, FeedbackSkipped, FeedbackDuplicate, FeedbackBusy, FeedbackError} {
 		f.attempts.WithLabelValues(o)
@@ -126,6 +135,9 @@ func (f *Feedback) Attempt(outcome string, d time.Duration) {
 
 // AgentRun counts one agent run by result.
 func (f *Feedback) AgentRun(result string) { f.agentRuns.WithLabelValues(result).Inc() }
+
+// CheckRerun counts one workflow run whose failed jobs were re-run.
+func (f *Feedback) CheckRerun() { f.reruns.WithLabelValues().Inc() }
 
 // How a PR left the merge queue, as prloop_merge_results_total labels it.
 const (

@@ -92,6 +92,9 @@ type PR struct {
 	// Candidate is the speculative queue's candidate commit it rides in,
 	// from the latest PRMergeCandidate while it is queued.
 	Candidate *Candidate `json:"candidate,omitempty"`
+	// FailingChecks name the checks whose failure (PRChecksFailed) the
+	// agent is fixing, until the feedback service answers or a new head.
+	FailingChecks []string `json:"failing_checks,omitempty"`
 	// Conflict is the merger's request that the agent resolve a conflict
 	// with the base, until the agent's answer (a fix or an escalation) or
 	// a new head.
@@ -247,7 +250,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		// A candidate and a conflict were of the old head.
 		p.Head, p.Reviewing, p.Approvers, p.Waiting = head, "", nil, nil
 		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, nil
-		p.Candidate, p.Conflict = nil, nil
+		p.Candidate, p.Conflict, p.FailingChecks = nil, nil, nil
 	}
 	review := func(s events.Status) {
 		p.Status, p.Fixing, p.Escalation, p.EscalationDetail = s, false, "", ""
@@ -281,10 +284,15 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		b.leaveQueue(p)
 	case *events.FeedbackAddressed:
 		// Also the answer to a conflict resolution: a fix cycle.
-		p.Fixing, p.FixCycle, p.Conflict = false, e.FixCycle, nil
+		p.Fixing, p.FixCycle, p.Conflict, p.FailingChecks = false, e.FixCycle, nil, nil
 		p.Status = events.StatusPending
 	case *events.FeedbackSkipped:
-		p.Fixing, p.Conflict = false, nil
+		p.Fixing, p.Conflict, p.FailingChecks = false, nil, nil
+	case *events.ChecksFailed:
+		// The feedback service re-runs (it then answers PRFeedbackSkipped)
+		// or hands the failure to the agent.
+		p.FailingChecks = CheckNames(e.Checks)
+		p.FixCycle = e.FixCycle + 1
 	case *events.ReviewApproved:
 		review(e.Status)
 		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, slices.Clone(e.IgnoredFindings)
@@ -332,7 +340,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 	case *events.EscalationRequested:
 		// Also the answer to a conflict the agent could not resolve.
 		p.Escalation, p.EscalationDetail, p.Fixing = e.Reason, firstNonEmpty(e.LastError, e.Detail), false
-		p.Conflict = nil
+		p.Conflict, p.FailingChecks = nil, nil
 	case *events.Escalated:
 		p.Escalation = e.Reason
 	case *events.EscalationResolved:
@@ -443,6 +451,8 @@ func line(p *PR, pos int, batch []int, o Options) Line {
 		return Line{Error, text}
 	case p.Conflict != nil:
 		return Line{Pending, "conflicts with " + p.Conflict.Base + when(p.Conflict.BaseSHA != "", " at "+ghref.ShortSHA(p.Conflict.BaseSHA)) + " — agent resolving (" + cycle(p.FixCycle, o.MaxFixCycles) + ")"}
+	case len(p.FailingChecks) > 0:
+		return Line{Pending, "agent fixing failing checks: " + strings.Join(p.FailingChecks, ", ") + " (" + cycle(p.FixCycle, o.MaxFixCycles) + ")"}
 	case p.Fixing:
 		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, o.MaxFixCycles), SetAside(len(p.Ignored)))}
 	case p.Status == events.StatusApproved && pos > 0 && p.Candidate != nil:
@@ -584,4 +594,18 @@ func Age(now, t time.Time) string {
 		return ""
 	}
 	return max(0, now.Sub(t)).Round(time.Second).String()
+}
+
+// CheckNames are the failing checks' names as a line shows them: cleaned
+// (a check's name is whoever runs it's to choose), at most five.
+func CheckNames(checks []events.FailedCheck) []string {
+	var out []string
+	for i, c := range checks {
+		if i == 5 {
+			out = append(out, fmt.Sprintf("and %d more", len(checks)-i))
+			break
+		}
+		out = append(out, events.CleanTitle(c.Name))
+	}
+	return out
 }

@@ -66,6 +66,19 @@ func TestLine_EveryTrigger(t *testing.T) {
 		{name: "second cycle", events: []events.Data{
 			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Actor: "bob", FixCycle: 1},
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by bob — agent fixing (cycle 2 of 2)"}},
+		{name: "failing checks handed to the agent", events: []events.Data{
+			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending},
+			&events.ChecksFailed{Base: base(pr1, headA), Round: 2, Checks: []events.FailedCheck{{Name: "test"}, {Name: "lint\nx"}}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "agent fixing failing checks: test, lint x (cycle 1 of 2)"}},
+		{name: "failing checks re-run", events: []events.Data{
+			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending},
+			&events.ChecksFailed{Base: base(pr1, headA), Round: 1, Checks: []events.FailedCheck{{Name: "test"}}},
+			&events.FeedbackSkipped{Base: base(pr1, headA), Detail: "re-running"},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "failing checks fixed: review again", events: []events.Data{
+			&events.ChecksFailed{Base: base(pr1, headA), Round: 2, Checks: []events.FailedCheck{{Name: "test"}}},
+			&events.FeedbackAddressed{Base: base(pr1, headB), PreviousHeadSHA: headA, FixCycle: 1},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
 		{name: "conflict handed to the agent", events: []events.Data{
 			approved, queued,
 			&events.ConflictResolveRequested{Base: base(pr1, headA), BaseBranch: "main", BaseSHA: headB},

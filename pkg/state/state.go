@@ -107,6 +107,9 @@ type PR struct {
 	// WorkflowFailedHead is the head for which a failed review workflow was
 	// escalated, so it is escalated once per head.
 	WorkflowFailedHead string `json:"workflow_failed_head,omitempty"`
+	// Checks is what the poller published about failing checks
+	// (PRChecksFailed): a head's failures are handled once.
+	Checks ChecksRecord `json:"checks,omitzero"`
 	// Fingerprint summarises what the last probe saw of the PR (head,
 	// updated_at, comment count, reactions); an unchanged fingerprint means
 	// nothing to fetch, across restarts too.
@@ -321,4 +324,22 @@ func (s *Store) Forget(ctx context.Context, pr ghref.PR, rev uint64) (bool, erro
 		return false, nil
 	}
 	return false, fmt.Errorf("forget state of %s: %w", pr, err)
+}
+
+// ChecksRecord is the poller's record of a PR's failing checks
+// (PRChecksFailed, issue #32).
+type ChecksRecord struct {
+	// HeadSHA is the head whose failures were published, Round how many
+	// times (a failure after a re-run is round 2), and Key the failing
+	// checks' fingerprint last published: the same failure is news once.
+	HeadSHA string `json:"head_sha,omitempty"`
+	Round   int    `json:"round,omitempty"`
+	Key     string `json:"key,omitempty"`
+	// Failing names the checks last published as failing, for prloop
+	// explain.
+	Failing []string `json:"failing,omitempty"`
+	// Passed says the checks of HeadSHA passed after its failure was
+	// published: a flaky pass, counted once in FlakyPasses.
+	Passed      bool `json:"passed,omitempty"`
+	FlakyPasses int  `json:"flaky_passes,omitempty"`
 }

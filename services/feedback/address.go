@@ -145,6 +145,7 @@ func (s *Service) limits() limits {
 	return limits{
 		MaxFixCycles: s.cfg.MaxFixCycles, Label: s.cfg.EscalationLabel,
 		AgentAttempts: s.cfg.AgentAttempts, AgentBudget: s.cfg.AgentBudget, AgentBackoff: s.cfg.AgentBackoff,
+		Rerun: s.cfg.RerunFailedChecks, MaxCIFixCycles: s.cfg.MaxCIFixCycles,
 	}
 }
 
@@ -192,6 +193,20 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 	}
 	act := plan(req, a.prev, snap, s.limits())
 	a.rec, a.cycle = act.rec, act.cycle
+	if act.kind == actRerun {
+		a.log.Info(act.note)
+		res, err := a.rerun(ctx)
+		if !errors.Is(err, errNoRerun) {
+			return res, err
+		}
+		// GitHub would not re-run them (no permission, a run too old):
+		// the agent gets the failure at once.
+		a.log.Warn("the failed jobs were not re-run; asking the agent", "err", err)
+		lim := s.limits()
+		lim.Rerun = false
+		act = plan(req, a.prev, snap, lim)
+		a.rec, a.cycle = act.rec, act.cycle
+	}
 	switch act.kind {
 	case actIgnore, actDuplicate:
 		return settledResult(act, a.log), nil
@@ -200,7 +215,16 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 		return a.skip(ctx, act.why)
 	case actEscalate:
 		a.log.Info(act.note+"; escalating", "max", s.cfg.MaxFixCycles)
-		return a.escalate(ctx, act.reason, "", act.detail)
+		detail := act.detail
+		if req.Checks != nil {
+			// The comment quotes what fails, so that the human starts there.
+			checks, err := a.gatherChecks(ctx)
+			if err != nil {
+				return Result{}, err
+			}
+			detail += ":" + checksExcerpt(checks)
+		}
+		return a.escalate(ctx, act.reason, "", detail)
 	}
 
 	resuming := act.kind == actResume
@@ -329,6 +353,9 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			// Only the work of a run that ended normally is taken in, and
 			// recorded as taken in before anything is pushed.
 			msg := fmt.Sprintf("address review feedback on #%d", a.req.PR.Number)
+			if a.req.Checks != nil {
+				msg = fmt.Sprintf("fix failing checks on #%d", a.req.PR.Number)
+			}
 			var exclude []string
 			if a.req.Conflict != nil {
 				// The merge's other parent is in the mirror already.
@@ -430,6 +457,14 @@ func (a *attempt) setup(ctx context.Context, resuming bool) error {
 func (a *attempt) prompt(ctx context.Context) (string, error) {
 	s, req := a.s, a.req
 	pr, head := req.PR, req.HeadSHA
+	checks, err := a.gatherChecks(ctx)
+	if err != nil {
+		return "", err
+	}
+	if req.Checks != nil && !req.Checks.ChangesRequested {
+		// Failing checks alone: no review feedback to gather.
+		return a.render(PromptData{Checks: checks})
+	}
 	at := anchor(req, a.prev)
 	if at.IsZero() {
 		// The poller, which asked for the change, gave no anchor for this
@@ -458,18 +493,27 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 	}
 	if v.Status != events.StatusChangesRequested || len(v.Feedback) == 0 {
 		a.log.Info("review status is no longer changes requested", "status", v.Status)
+		if req.Checks != nil {
+			return a.render(PromptData{Checks: checks})
+		}
 		return "", nil
 	}
 	// Whom to tell when the fix is pushed is known only now: a resume
 	// after the push gathers nothing.
 	aud := audienceOf(v.Feedback, s.policy.Quorum)
 	a.rec.Audience = &aud
-	data := PromptData{
-		URL: a.pull.GetHTMLURL(), Ref: pr.String(), Title: SanitizeLine(a.pull.GetTitle()), Branch: SanitizeLine(a.wt.Branch),
-		HeadSHA: head, FixCycle: a.cycle, ContextPath: SanitizeLine(req.ContextPath),
+	return a.render(PromptData{
 		Comments: Comments(v.Feedback, s.cfg.PromptMaxBytes),
-		LeftOut:  LeftOut(v.Ignored), LeftOutCount: len(v.Ignored),
-	}
+		LeftOut:  LeftOut(v.Ignored), LeftOutCount: len(v.Ignored), Checks: checks,
+	})
+}
+
+// render fills in what every prompt says of the PR, the spec context,
+// and renders the template with data's feedback and checks.
+func (a *attempt) render(data PromptData) (string, error) {
+	s, req, pr := a.s, a.req, a.req.PR
+	data.URL, data.Ref, data.Title, data.Branch = a.pull.GetHTMLURL(), pr.String(), SanitizeLine(a.pull.GetTitle()), SanitizeLine(a.wt.Branch)
+	data.HeadSHA, data.FixCycle, data.ContextPath = req.HeadSHA, a.cycle, SanitizeLine(req.ContextPath)
 	if data.URL == "" {
 		data.URL = pr.URL
 	}
@@ -489,7 +533,7 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 			a.log.Warn("spec context not included", "context", req.ContextPath, "err", err)
 		}
 	}
-	a.log.Info("feedback gathered", "comments", len(data.Comments), "context_files", len(data.Context))
+	a.log.Info("feedback gathered", "comments", len(data.Comments), "checks", len(data.Checks), "context_files", len(data.Context))
 	return Render(s.tmpl, data)
 }
 

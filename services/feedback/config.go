@@ -83,6 +83,18 @@ type Config struct {
 	// MaxFixCycles is how many fixes prloop may push per PR; the change
 	// request that would start one more is escalated instead.
 	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2" desc:"fixes prloop may push per PR; the next change request escalates max_fix_cycles"`
+	// MaxCIFixCycles, when above 0, bounds the fixes of failing checks
+	// (PRChecksFailed) on their own; 0 counts them with review fixes
+	// against MaxFixCycles.
+	MaxCIFixCycles int `envconfig:"PRLOOP_MAX_CI_FIX_CYCLES" default:"0" desc:"fixes of failing checks allowed per PR on their own; 0 counts them with review fixes against PRLOOP_MAX_FIX_CYCLES"`
+	// RerunFailedChecks re-runs a head's failed GitHub Actions jobs once
+	// before the agent is asked: only a failure that repeats on the same
+	// head goes to the agent.
+	RerunFailedChecks bool `envconfig:"PRLOOP_RERUN_FAILED_CHECKS" default:"true" desc:"re-run a head's failed GitHub Actions jobs once before the agent is asked; only a repeated failure goes to the agent"`
+	// CheckLogLines and CheckLogBytes bound the tail of each failed job's
+	// log the prompt quotes.
+	CheckLogLines int `envconfig:"PRLOOP_CHECK_LOG_LINES" default:"200" desc:"lines of each failed job's log tail the agent's prompt quotes"`
+	CheckLogBytes int `envconfig:"PRLOOP_CHECK_LOG_BYTES" default:"20480" desc:"bytes of each failed job's log tail the agent's prompt quotes"`
 	// EscalationLabel on a PR means a human has it: no agent runs for it.
 	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required" desc:"the label that hands a PR to a human (1 to 50 characters, no commas); while it is on, prloop runs no agent for the PR; removing it resumes the loop"`
 	// NotifyReviewers tells the reviewers when a fix is pushed: their
@@ -167,6 +179,12 @@ func (c Config) Validate() error {
 		if n.v < 1 {
 			errs = append(errs, fmt.Errorf("%s=%d: want at least 1", n.name, n.v))
 		}
+	}
+	if c.MaxCIFixCycles < 0 {
+		errs = append(errs, fmt.Errorf("PRLOOP_MAX_CI_FIX_CYCLES=%d: want 0 (count with PRLOOP_MAX_FIX_CYCLES) or more", c.MaxCIFixCycles))
+	}
+	if c.CheckLogLines < 1 || c.CheckLogBytes < 1 {
+		errs = append(errs, fmt.Errorf("PRLOOP_CHECK_LOG_LINES=%d, PRLOOP_CHECK_LOG_BYTES=%d: want at least 1", c.CheckLogLines, c.CheckLogBytes))
 	}
 	if c.MaxFixCycles < 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_MAX_FIX_CYCLES=%d: want 0 or more", c.MaxFixCycles))

@@ -28,6 +28,11 @@ type limits struct {
 	AgentAttempts int
 	AgentBudget   time.Duration
 	AgentBackoff  time.Duration
+	// Rerun is PRLOOP_RERUN_FAILED_CHECKS; MaxCIFixCycles
+	// PRLOOP_MAX_CI_FIX_CYCLES (0: checks fixes count against
+	// MaxFixCycles).
+	Rerun          bool
+	MaxCIFixCycles int
 }
 
 // snapshot is what GitHub says of the PR when the attempt starts.
@@ -61,6 +66,9 @@ const (
 	// actResume: go on with an attempt that was interrupted after an agent
 	// run started (see resumeMode).
 	actResume
+	// actRerun: re-run the failed GitHub Actions jobs of a head's first
+	// failure instead of asking the agent (PRLOOP_RERUN_FAILED_CHECKS).
+	actRerun
 )
 
 // resumeMode is how an interrupted attempt goes on. Every mode discards
@@ -120,7 +128,7 @@ func plan(req Request, rec Record, pr snapshot, lim limits) action {
 	}
 	resuming := rec.InFlight(req) && rec.Runs > 0
 	if !rec.InFlight(req) {
-		rec = Record{Key: req.Key(), EventID: req.EventID, AgentSpent: rec.AgentSpent}
+		rec = Record{Key: req.Key(), EventID: req.EventID, AgentSpent: rec.AgentSpent, CIFixes: rec.CIFixes}
 	}
 	skip := func(why, note string) action { return action{kind: actSkip, why: why, note: note, rec: rec} }
 	// The fix is on GitHub when the record says prloop pushed it, or when
@@ -145,6 +153,9 @@ func plan(req Request, rec Record, pr snapshot, lim limits) action {
 		// agent's: it checks what moved it.
 		return skip("the head moved to "+ghref.EventSHA(pr.Head), "PR head moved since the change request; it is stale")
 	}
+	if req.Checks != nil && !resuming && req.Checks.Round == 1 && lim.Rerun && rerunnable(req.FailedChecks) {
+		return action{kind: actRerun, note: "re-running the failed jobs before asking the agent", rec: rec}
+	}
 	var cycle int
 	if resuming && rec.FixCycle > 0 {
 		// The poller may count this request's push already (a failure
@@ -164,6 +175,9 @@ func plan(req Request, rec Record, pr snapshot, lim limits) action {
 			mode = resumePushResult
 		}
 		return action{kind: actResume, resume: mode, cycle: cycle, rec: rec}
+	}
+	if req.Checks != nil {
+		return planChecksFix(rec, cycle, lim)
 	}
 	if cycle >= lim.MaxFixCycles {
 		return action{kind: actEscalate, reason: events.ReasonMaxFixCycles, note: "fix cycles used up", cycle: cycle, rec: rec,

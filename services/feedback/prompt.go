@@ -26,10 +26,17 @@ var templateFuncs = template.FuncMap{
 }
 
 // ParseTemplate parses a prompt template with the prompt functions.
+// Every prompt template may use the section "checks" (checks.tmpl), which
+// quotes the failing checks.
 func ParseTemplate(name, text string) (*template.Template, error) {
 	t, err := template.New(name).Funcs(templateFuncs).Option("missingkey=error").Parse(text)
 	if err != nil {
 		return nil, fmt.Errorf("parse prompt template %s: %w", name, err)
+	}
+	if t.Lookup("checks") == nil {
+		if _, err := t.New("checks.tmpl").Parse(checksTemplateText); err != nil {
+			return nil, fmt.Errorf("parse the checks section: %w", err)
+		}
 	}
 	return t, nil
 }
@@ -69,6 +76,9 @@ type PromptData struct {
 	// maxLeftOut; LeftOutCount counts them all.
 	LeftOut      []PromptComment
 	LeftOutCount int
+	// Checks are the failing checks to make pass (checks.go), quoted by
+	// the template "checks".
+	Checks []PromptCheck
 }
 
 // ContextFile is one spec or plan file.

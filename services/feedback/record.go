@@ -95,6 +95,13 @@ type Request struct {
 	// agent resolves the head's conflict with the base instead of review
 	// feedback.
 	Conflict *Conflict
+	// Checks is set for a PRChecksFailed (checks.go): the agent makes the
+	// failing checks pass (and addresses the change request on the head
+	// too when one stands).
+	Checks *ChecksFailure
+	// FailedChecks are the failing checks the prompt quotes: a
+	// PRChecksFailed's, or those a PRFeedbackReceived carried.
+	FailedChecks []events.FailedCheck
 }
 
 // requestOf reads a change request from its event.
@@ -102,6 +109,7 @@ func requestOf(d *events.FeedbackReceived, eventID string) Request {
 	return Request{
 		PR: d.PR, HeadSHA: d.HeadSHA, FixCycle: d.FixCycle, EventID: eventID, Epoch: d.Epoch,
 		Worktree: d.Worktree, ContextPath: d.ContextPath, Anchor: d.Anchor, Addressed: d.AddressedItems,
+		FailedChecks: d.FailedChecks,
 	}
 }
 
@@ -111,6 +119,9 @@ func (r Request) Key() string {
 	k := r.PR.Key() + "@" + r.HeadSHA + "#" + strconv.Itoa(r.FixCycle)
 	if r.Conflict != nil {
 		k += "+conflict@" + r.Conflict.BaseSHA
+	}
+	if r.Checks != nil {
+		k += "+checks#" + strconv.Itoa(r.Checks.Round)
 	}
 	return k
 }
@@ -128,6 +139,9 @@ type Record struct {
 	// change requests: what PRLOOP_AGENT_BUDGET bounds. It is carried over
 	// when a new change request starts a fresh record.
 	AgentSpent time.Duration `json:"agent_spent_ns,omitempty"`
+	// CIFixes counts the attempts to fix failing checks on the PR, carried
+	// over like AgentSpent: what PRLOOP_MAX_CI_FIX_CYCLES bounds.
+	CIFixes int `json:"ci_fixes,omitempty"`
 	// FixCycle is the number of the fix this change request's push is, or
 	// will be: fixed when the record is made, before anything is pushed,
 	// so that one push counts as one fix cycle however often the change

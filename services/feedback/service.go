@@ -57,7 +57,8 @@ const Name = "feedback"
 // PRCreateRequested asks it to push a branch and open its pull request
 // (open.go): it owns the mirror and the pushing. PRConflictResolveRequested
 // asks it to have the agent resolve a conflict with the base (conflict.go).
-var Types = []events.Type{events.TypeCreateRequested, events.TypeFeedbackReceived, events.TypeConflictResolveRequested}
+// PRChecksFailed asks it to re-run or fix failing checks (checks.go).
+var Types = []events.Type{events.TypeCreateRequested, events.TypeFeedbackReceived, events.TypeConflictResolveRequested, events.TypeChecksFailed}
 
 // GitHub is the part of the GitHub client the service uses.
 type GitHub interface {
@@ -130,6 +131,12 @@ type Service struct {
 // New builds the service. It fails only on a prompt template that does not
 // parse or a workspace directory that cannot be resolved.
 func New(cfg Config, d Deps) (*Service, error) {
+	if cfg.CheckLogLines <= 0 {
+		cfg.CheckLogLines = 200
+	}
+	if cfg.CheckLogBytes <= 0 {
+		cfg.CheckLogBytes = 20 << 10
+	}
 	if d.Now == nil {
 		d.Now = time.Now
 	}
@@ -268,6 +275,9 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 		return err
 	case *events.ConflictResolveRequested:
 		_, err := s.Address(ctx, conflictRequestOf(d, m.Event.ID()))
+		return err
+	case *events.ChecksFailed:
+		_, err := s.Address(ctx, checksRequestOf(d, m.Event.ID()))
 		return err
 	case *events.CreateRequested:
 		return s.handleOpen(ctx, d)

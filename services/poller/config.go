@@ -68,6 +68,32 @@ type Config struct {
 	// MaxFixCycles is the feedback service's PRLOOP_MAX_FIX_CYCLES (same
 	// default), read here only for the status line's "cycle 1 of 2".
 	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2" desc:"fixes prloop may push per PR; the next change request escalates max_fix_cycles"`
+	// FixChecks says which failing checks go to the feedback service
+	// (PRChecksFailed): required (the base's required checks, all when
+	// none are known), all, or none.
+	FixChecks string `envconfig:"PRLOOP_FIX_CHECKS" default:"required" desc:"which failing checks go back to the agent: required (the base's required checks, all when none are known), all, or none"`
+	// RequiredChecks adds checks the base requires, as the merger's
+	// setting of the same name.
+	RequiredChecks []string `envconfig:"PRLOOP_REQUIRED_CHECKS" desc:"checks every merge needs besides those the base branch's rules require (comma-separated)"`
+}
+
+// fixChecks is PRLOOP_FIX_CHECKS, lower case; empty means required.
+func (c Config) fixChecks() string {
+	if m := strings.ToLower(strings.TrimSpace(c.FixChecks)); m != "" {
+		return m
+	}
+	return FixRequired
+}
+
+// requiredChecks is PRLOOP_REQUIRED_CHECKS without blanks.
+func (c Config) requiredChecks() []string {
+	var out []string
+	for _, n := range c.RequiredChecks {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // StatusOptions are the status writer's settings.
@@ -121,6 +147,9 @@ func (c Config) Validate() error {
 	}
 	if c.PostStatus && strings.TrimSpace(c.StatusContext) == "" {
 		errs = append(errs, errors.New("PRLOOP_STATUS_CONTEXT is empty: want a status context such as prloop"))
+	}
+	if m := c.fixChecks(); m != FixRequired && m != FixAll && m != FixNone {
+		errs = append(errs, fmt.Errorf("PRLOOP_FIX_CHECKS=%s: want required, all or none", c.FixChecks))
 	}
 	if c.StatusCoalesce < 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_STATUS_COALESCE=%s: want 0 or a positive duration such as 2s", c.StatusCoalesce))

@@ -39,6 +39,9 @@ type Observation struct {
 	Labels  []string
 	Updated time.Time
 	Now     time.Time
+	// Checks are the head's checks as judged (checks.go); nil when not
+	// read.
+	Checks *CheckFacts
 }
 
 // Timing holds the policy knobs decide needs.
@@ -193,6 +196,14 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 		next.Status = status
 	}
 
+	var fr *events.FeedbackReceived
+	for _, e := range out {
+		if d, ok := e.Data.(*events.FeedbackReceived); ok {
+			fr = d
+		}
+	}
+	out = append(out, checksFailed(&next, obs.Checks, fr)...)
+
 	if v.Quorum != nil && len(v.Quorum.Failed) > 0 && next.WorkflowFailedHead != next.HeadSHA {
 		next.WorkflowFailedHead = next.HeadSHA
 		out = append(out, Emit{Data: &events.EscalationRequested{
@@ -267,6 +278,7 @@ func resumeAfterEscalation(next *state.PR, labels []string, updated, now time.Ti
 	next.Epoch++
 	next.Escalations, next.EscalationLabelSeen, next.EscalationLabelSeenAt = nil, false, time.Time{}
 	next.FixCycle, next.FeedbackHeadSHA, next.WorkflowFailedHead = 0, "", ""
+	next.Checks = state.ChecksRecord{FlakyPasses: next.Checks.FlakyPasses} // the same failure is news again
 	next.Status, next.ReviewTimeoutSent, next.WatchedSince = "", false, now
 	return true
 }

@@ -380,9 +380,17 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		HeadSHA: head, Anchor: anchor, Base: p.base, BaseSince: since, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: now,
 	}
+	obs.Checks = s.readChecks(ctx, cur, pr, head, p.base, verdict.Status, log)
+	if obs.Checks != nil && obs.Checks.Pending {
+		// Checks complete without touching the PR's summary: look again,
+		// every few intervals, since CI takes minutes and every PR with
+		// pending checks costs a full evaluation (a check_suite or status
+		// webhook comes sooner).
+		obs.RecheckAt = now.Add(checksRecheck * s.cfg.PollInterval)
+	}
 	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
-		if settled := latest(p.updated, is.updated).Add(ListSettle); listedAt.Before(settled) {
+		if settled := latest(p.updated, is.updated).Add(ListSettle); listedAt.Before(settled) && (obs.RecheckAt.IsZero() || settled.Before(obs.RecheckAt)) {
 			// updated_at has whole seconds: a review in the same second as
 			// the activity before it, after the lists above were read,
 			// leaves the summary as it was. The probe evaluates the PR
@@ -390,6 +398,16 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 			obs.RecheckAt = settled
 		}
 	}
+	flaky := cur.Checks.FlakyPasses
+	defer func() {
+		rw.mu.Lock()
+		now := rw.memo[pr.Number].Checks.FlakyPasses
+		rw.mu.Unlock()
+		if now > flaky {
+			s.d.Metrics.FlakyPass()
+			log.Info("failing checks passed on the same head: a flaky failure", "head", ghref.EventSHA(head))
+		}
+	}()
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
 		if cur.Merged || (cur.Closed && is != nil) {
 			return Decision{Next: cur, Hold: true} // closed meanwhile: see above

@@ -162,6 +162,8 @@ func TestReduce(t *testing.T) {
 		{name: "PRMergeQueued", cur: approved, event: &events.MergeQueued{Base: b("h1"), Position: 1}},
 		{name: "PRMergeWaiting", cur: approved, event: &events.MergeWaiting{Base: b("h1"), Checks: []string{"ci"}}},
 		{name: "PRMergeCandidate", cur: approved, event: &events.MergeCandidate{Base: b("h1"), State: events.CandidateBuilt, Candidate: "c1"}},
+		// The poller's own: decide recorded it when it published it.
+		{name: "PRChecksFailed", cur: approved, event: &events.ChecksFailed{Base: b("h1"), Round: 1}},
 		// A conflict handed to the agent holds the next head back like a
 		// change request (TestReduce_ConflictResolution has the rest).
 		{

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/prstatus"
+	"github.com/prloop/prloop/pkg/state"
+)
+
+// TestExplain_FailingChecksAndFlakyPasses: explain says what the agent is
+// fixing and how many failures passed on a re-run (the poller's count).
+func TestExplain_FailingChecksAndFlakyPasses(t *testing.T) {
+	t.Parallel()
+	pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: 7}
+	b := prstatus.NewBoard()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.Apply(&events.ReviewPending{Base: events.Base{PR: pr, HeadSHA: "aaaaaaaaaaaa"}, Status: events.StatusPending}, at)
+	b.Apply(&events.ChecksFailed{Base: events.Base{PR: pr, HeadSHA: "aaaaaaaaaaaa"}, Round: 2,
+		Checks: []events.FailedCheck{{Name: "test"}, {Name: "lint"}}}, at)
+	rec := &state.PR{PR: pr, Status: events.StatusPending, Checks: state.ChecksRecord{FlakyPasses: 1}}
+	s := cliSettings{MaxFixCycles: 2}
+	x := explanation{PR: pr, Line: b.Line(pr, s.lineOptions()), Records: recordsOf(b, pr, rec, s)}
+	x.Next = nextStep(b.Get(pr), x, s)
+	var out strings.Builder
+	require.NoError(t, printExplanation(&out, x, at))
+	assert.Contains(t, out.String(), "agent fixing failing checks: test, lint (cycle 1 of 2)")
+	assert.Contains(t, out.String(), "1 failing check run(s) passed on a re-run")
+	assert.Contains(t, x.Next, "the agent is fixing the failing checks test, lint")
+}
