@@ -21,14 +21,20 @@ func TestUntestedMoves(t *testing.T) {
 	ci := func(sha, state string, s int) ghsim.StatusRecord {
 		return ghsim.StatusRecord{SHA: sha, Context: ciContext, State: state, Created: at(s)}
 	}
-	trees := map[string]string{"head": "T1", "head2": "T1", "other": "T2"}
+	trees := map[string]string{"head": "T1", "head2": "T1", "other": "T2", "p1": "T8"}
 	chain := []treeCommit{{sha: "m1", tree: "T1"}}
+	push := func(to string, s int) ghsim.BranchMove {
+		return ghsim.BranchMove{Branch: "main", To: to, At: at(s), Via: "push by dev"}
+	}
+	// A human's push p1, then a merge onto it whose tree (T1) CI never saw.
+	raced := []treeCommit{{sha: "p1", tree: "T8"}, {sha: "m1", tree: "T1"}}
 	tests := []struct {
 		name           string
 		chain          []treeCommit
 		moves          []ghsim.BranchMove
 		statuses       []ghsim.StatusRecord
-		bad            int
+		escalated      map[int]bool
+		bad, raced     int
 		merges, pushes int
 	}{
 		{name: "merged the tree CI passed on the head before", chain: chain, moves: []ghsim.BranchMove{merge("m1", 10)},
@@ -48,14 +54,28 @@ func TestUntestedMoves(t *testing.T) {
 		{name: "a human's push to main is nobody's merge", chain: []treeCommit{{sha: "p1", tree: "T9"}},
 			moves: []ghsim.BranchMove{{Branch: "main", To: "p1", At: at(1), Via: "push by human"}}, pushes: 1},
 		{name: "main moved by nothing the simulator made", chain: chain, bad: 1},
+		{name: "a merge raced a human's push to main and was escalated", chain: raced,
+			moves: []ghsim.BranchMove{push("p1", 9), merge("m1", 10)}, statuses: []ghsim.StatusRecord{ci("other", "success", 5)},
+			escalated: map[int]bool{1: true}, raced: 1, merges: 1, pushes: 1},
+		{name: "a merge raced a human's push but nobody was called", chain: raced,
+			moves: []ghsim.BranchMove{push("p1", 9), merge("m1", 10)}, statuses: []ghsim.StatusRecord{ci("other", "success", 5)},
+			escalated: map[int]bool{2: true}, bad: 1, merges: 1, pushes: 1},
+		{name: "a human's push long before the merge is no race", chain: raced,
+			moves: []ghsim.BranchMove{push("p1", 1), merge("m1", 10)}, statuses: []ghsim.StatusRecord{ci("other", "success", 0)},
+			escalated: map[int]bool{1: true}, bad: 1, merges: 1, pushes: 1},
+		{name: "an untested merge right after another merge is no race", chain: raced,
+			moves:     []ghsim.BranchMove{{Branch: "main", To: "p1", At: at(9), Via: "merge of #2"}, merge("m1", 10)},
+			statuses:  []ghsim.StatusRecord{ci("p1", "success", 5), ci("other", "success", 5)},
+			escalated: map[int]bool{1: true}, bad: 1, merges: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			bad, merges, pushes := untestedMoves(tt.chain, tt.moves, tt.statuses, trees)
-			assert.Len(t, bad, tt.bad, "%q", bad)
-			assert.Equal(t, tt.merges, merges)
-			assert.Equal(t, tt.pushes, pushes)
+			j := untestedMoves(tt.chain, tt.moves, tt.statuses, trees, tt.escalated)
+			assert.Len(t, j.bad, tt.bad, "%q", j.bad)
+			assert.Len(t, j.raced, tt.raced, "%q", j.raced)
+			assert.Equal(t, tt.merges, j.merges)
+			assert.Equal(t, tt.pushes, j.pushes)
 		})
 	}
 }

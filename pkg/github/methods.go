@@ -567,6 +567,12 @@ type MergeOptions struct {
 	SHA     string
 	Title   string
 	Message string
+	// Once makes one attempt: no retry after a 5xx or a timeout, no wait
+	// on a rate limit. GitHub's merge call guards the head (SHA) but not
+	// the base tip, so a caller that read the tip right before the call
+	// (the merger's rule) must not have the call sent again seconds later
+	// on a tip it no longer knows; it reads again and decides again.
+	Once bool
 }
 
 type mergeRequest struct {
@@ -594,6 +600,7 @@ func (c *Client) Merge(ctx context.Context, pr ghref.PR, opts MergeOptions) (*gh
 		return nil, fmt.Errorf("merge %s: method %q, want merge, squash or rebase", pr, opts.Method)
 	}
 	cctx, ci := withCall(ctx, true)
+	ci.once = opts.Once
 	var res gh.PullRequestMergeResult
 	_, err := c.send(cctx, http.MethodPut, pullPath(pr)+"/merge", m, &res, true)
 	if err != nil && ci.attempts.Load() > 1 && (errors.Is(err, ErrNotMergeable) || errors.Is(err, ErrConflict)) {

@@ -425,3 +425,57 @@ func TestRateLimitError_RetryAt(t *testing.T) {
 		})
 	}
 }
+
+// TestMerge_OnceIsNotSentAgain: a merge with Once is one attempt, whatever
+// GitHub answers (a 5xx, a rate limit), because the caller judged the base
+// tip right before it and GitHub's merge call does not guard the tip; a
+// merge without Once is retried as before (it guards the head).
+func TestMerge_OnceIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		status   int
+		header   map[string]string
+		once     bool
+		wantHits int
+	}{
+		{name: "a 502 with Once is not retried", status: 502, once: true, wantHits: 1},
+		{name: "a 429 with Once is not waited on", status: 429, header: map[string]string{"Retry-After": "1"}, once: true, wantHits: 1},
+		{name: "a 502 without Once is retried", status: 502, wantHits: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			hits := 0
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				hits++
+				n := hits
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("X-RateLimit-Remaining", "4000")
+				if r.Method == http.MethodPut && n == 1 {
+					for k, v := range tt.header {
+						w.Header().Set(k, v)
+					}
+					w.WriteHeader(tt.status)
+					fmt.Fprint(w, `{"message":"try later"}`)
+					return
+				}
+				fmt.Fprint(w, `{"merged":true,"sha":"abc"}`)
+			}))
+			t.Cleanup(srv.Close)
+			c, _ := newTestClient(t, srv.URL, "tok", Config{}, Options{})
+			_, err := c.Merge(t.Context(), ghref.PR{Owner: "o", Repo: "r", Number: 1}, MergeOptions{SHA: "h", Once: tt.once})
+			if tt.once {
+				require.Error(t, err)
+			} else {
+				require.NoError(t, err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, tt.wantHits, hits)
+		})
+	}
+}

@@ -305,6 +305,9 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 	}
 	res, err := s.d.GitHub.Merge(ctx, st.PR, github.MergeOptions{
 		Method: s.cfg.MergeMethod, SHA: c.Head, Title: commitTitle(p), Message: p.GetBody(),
+		// The tip was read right before: a failed call is not sent again
+		// on it later; the next pass reads the tip (and the PR) again.
+		Once: true,
 	})
 	if err == nil {
 		return s.mergedAs(ctx, *st, res.GetSHA())
