@@ -40,7 +40,8 @@ type Loader struct {
 
 type loaded struct {
 	file *File
-	err  error // an *Invalid
+	err  error  // an *Invalid
+	blob string // the file's blob SHA ("" without a file)
 }
 
 // NewLoader returns a loader reading through src.
@@ -52,24 +53,34 @@ func NewLoader(src FileReader) *Loader {
 // file, or an *Invalid error for a file that is wrong. Any other error is
 // a failed read, to retry.
 func (l *Loader) Load(ctx context.Context, repo ghref.Repo, sha string) (*File, error) {
+	c, err := l.load(ctx, repo, sha)
+	if err != nil {
+		return nil, err
+	}
+	return c.file, c.err
+}
+
+// load is Load's cached answer; its error is a failed read only.
+func (l *Loader) load(ctx context.Context, repo ghref.Repo, sha string) (loaded, error) {
 	if sha == "" {
-		return nil, fmt.Errorf("policy of %s: no base commit", repo)
+		return loaded{}, fmt.Errorf("policy of %s: no base commit", repo)
 	}
 	key := repo.Key() + "@" + sha
 	l.mu.Lock()
 	c, ok := l.cache[key]
 	l.mu.Unlock()
 	if ok {
-		return c.file, c.err
+		return c, nil
 	}
 	fc, err := l.src.GetFile(ctx, repo, Path, sha)
 	switch {
 	case errors.Is(err, github.ErrNotFound):
 		c = loaded{}
 	case err != nil:
-		return nil, fmt.Errorf("policy of %s at %s: %w", repo, ghref.ShortSHA(sha), err)
+		return loaded{}, fmt.Errorf("policy of %s at %s: %w", repo, ghref.ShortSHA(sha), err)
 	default:
 		c.file, c.err = Decode(Path, fc.Data)
+		c.blob = fc.SHA
 	}
 	l.mu.Lock()
 	if _, dup := l.cache[key]; !dup {
@@ -81,7 +92,7 @@ func (l *Loader) Load(ctx context.Context, repo ghref.Repo, sha string) (*File, 
 		}
 	}
 	l.mu.Unlock()
-	return c.file, c.err
+	return c, nil
 }
 
 // Effective is the effective policy of a PR on base branch branch whose
