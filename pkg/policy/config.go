@@ -7,12 +7,12 @@ import (
 	"strings"
 )
 
-// Config is the operator's settings about repository policies, read from
+// Settings are the operator's settings about repository policies, read from
 // the PRLOOP_* variables its tags name. Each service that acts on a
 // policy embeds it in its own configuration; the other ceilings are the
 // services' own settings (PRLOOP_AGENT_TIMEOUT, PRLOOP_AGENT_BUDGET,
 // PRLOOP_AGENT_MAY_EDIT_WORKFLOWS).
-type Config struct {
+type Settings struct {
 	// RepoPolicy reads each base's .github/prloop.yml; false holds every
 	// repository to the operator's settings alone.
 	RepoPolicy bool `envconfig:"PRLOOP_REPO_POLICY" default:"true"`
@@ -23,7 +23,7 @@ type Config struct {
 }
 
 // Validate checks the settings; errors name the variable.
-func (c Config) Validate() error {
+func (c Settings) Validate() error {
 	var errs []error
 	if c.MaxFixCyclesCeiling < 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_MAX_FIX_CYCLES_CEILING=%d: want 0 or more", c.MaxFixCyclesCeiling))

@@ -209,9 +209,6 @@ func (d *decoder) mapping(n *yaml.Node, v reflect.Value, key string) {
 		idx, ok := fields[k.Value]
 		if !ok {
 			msg := fmt.Sprintf("unknown key %q", k.Value)
-			if key != "" {
-				msg = fmt.Sprintf("unknown key %q in %s", k.Value, key)
-			}
 			if s := suggest(k.Value, slices.Sorted(mapKeys(fields))); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}

@@ -59,7 +59,7 @@ func TestLoader_Effective(t *testing.T) {
 	e, err = l.Effective(t.Context(), op, repo, "main", "invalid")
 	require.NoError(t, err)
 	require.Error(t, e.Invalid)
-	assert.Equal(t, `.github/prloop.yml:3: unknown key "reviwers" in review (did you mean "reviewers"?)`, e.Invalid.Error())
+	assert.Equal(t, `.github/prloop.yml:3: unknown key "reviwers" (did you mean "reviewers"?)`, e.Invalid.Error())
 
 	reads := src.reads
 	src.down = true

@@ -39,6 +39,9 @@ type Observation struct {
 	Labels  []string
 	Updated time.Time
 	Now     time.Time
+	// Hold is why the repository's policy holds the verdict back (see
+	// policyHold): the status is published as pending with it as detail.
+	Hold string
 }
 
 // Timing holds the policy knobs decide needs.
@@ -143,6 +146,11 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	out := resumed(cur, next)
 	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title}
 	status := v.Status
+	if obs.Hold != "" {
+		status = events.StatusPending // the policy holds the verdict back: policyHold
+	}
+	holdMoved := status == events.StatusPending && obs.Hold != cur.PolicyHold
+	next.PolicyHold = obs.Hold
 	if (resolved || next.Status == events.StatusApproved && next.HeadSHA == next.MergeUpdatedHeadSHA) && status != events.StatusChangesRequested {
 		// The merger brought the approved head up to date itself: the
 		// approval stands until a reviewer asks for changes.
@@ -154,7 +162,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	// published again when the set of missing bots changes.
 	quorumMoved := v.Quorum != nil && status == next.Status && (status == events.StatusInProgress || status == events.StatusPending) &&
 		!slices.Equal(cur.MissingReviewers, next.MissingReviewers)
-	if (status != next.Status || quorumMoved) && !suppressed {
+	if (status != next.Status || quorumMoved || holdMoved) && !suppressed {
 		next.Transitions++
 		parts := []string{ghref.EventSHA(next.HeadSHA), strconv.Itoa(next.Transitions)}
 		var responded []string
@@ -187,7 +195,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 				next.AskedItems = append(next.AskedItems, it.Key())
 			}
 		default:
-			out = append(out, Emit{Data: &events.ReviewPending{Base: base, Status: events.StatusPending, MissingReviewers: next.MissingReviewers}, Parts: parts})
+			out = append(out, Emit{Data: &events.ReviewPending{Base: base, Status: events.StatusPending, Detail: obs.Hold, MissingReviewers: next.MissingReviewers}, Parts: parts})
 			status = events.StatusPending
 		}
 		next.Status = status

@@ -114,6 +114,7 @@ type Service struct {
 	emit   *events.Emitter
 	auth   *review.Authorization
 	policy review.Policy
+	pol    *policies // each base's .github/prloop.yml
 	timing Timing
 	sem    chan struct{}
 
@@ -189,6 +190,7 @@ func New(cfg Config, d Deps) *Service {
 		reopenWatchCap: defaultReopenWatchCap,
 		sweepInterval:  defaultSweepInterval,
 	}
+	s.pol = newPolicies(cfg, d.GitHub, s.auth)
 	for _, repo := range cfg.RepoRefs() {
 		s.repo(repo).discover = true
 	}

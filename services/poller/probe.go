@@ -366,10 +366,14 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	}
 	rw.mu.Unlock()
 	author := p.author
-	perms := s.auth.For(ctx, pr.RepoRef(), log)
+	j, err := s.judge(ctx, pr, p.base, head, log)
+	if err != nil {
+		return fmt.Errorf("evaluate %s: %w", pr, err)
+	}
+	perms := j.perms
 	now := s.d.Now()
 	since := baseSince(cur, p.base, now)
-	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, BaseSince: since, Author: author, Addressed: cur.Addressed()}, s.policy, perms.Authorized)
+	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, BaseSince: since, Author: author, Addressed: cur.Addressed()}, j.review, perms.Authorized)
 	if err := perms.Err(); err != nil {
 		// Deciding without a reviewer's permission would flip the verdict
 		// (an approver not counted drops an approval): evaluate again on
@@ -379,6 +383,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	obs := Observation{
 		HeadSHA: head, Anchor: anchor, Base: p.base, BaseSince: since, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: now,
+		Hold: j.policyHold(verdict, s.policy.Self),
 	}
 	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
@@ -398,7 +403,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 			cur.Closed, cur.ClosedAt, cur.Merged = false, time.Time{}, false
 			cur.Status, cur.ReviewTimeoutSent, cur.WatchedSince = "", false, obs.Now
 		}
-		return decide(cur, obs, s.timing)
+		return decide(cur, obs, j.timing)
 	})
 }
 
