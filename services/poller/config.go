@@ -10,8 +10,8 @@ import (
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
-	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/policy"
+	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/review"
 )
 
