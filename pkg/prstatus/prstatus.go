@@ -17,6 +17,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/policy"
 )
 
 // State is the commit status state the line goes with.
@@ -100,6 +101,11 @@ type PR struct {
 	// says more.
 	Escalation       events.Reason `json:"escalation,omitempty"`
 	EscalationDetail string        `json:"escalation_detail,omitempty"`
+	// Hold is why the repository's policy holds the review verdict back
+	// (the detail of the poller's pending status): an invalid
+	// .github/prloop.yml on the base, or a change of that file waiting
+	// for a human approval.
+	Hold string `json:"policy_hold,omitempty"`
 	// MergeSHA is prloop's merge commit; Merged and Closed are final.
 	MergeSHA string `json:"merge_sha,omitempty"`
 	Merged   bool   `json:"merged,omitempty"`
@@ -250,7 +256,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.Candidate, p.Conflict = nil, nil
 	}
 	review := func(s events.Status) {
-		p.Status, p.Fixing, p.Escalation, p.EscalationDetail = s, false, "", ""
+		p.Status, p.Fixing, p.Escalation, p.EscalationDetail, p.Hold = s, false, "", "", ""
 	}
 	switch e := d.(type) {
 	case *events.WatchRequested, *events.Created:
@@ -261,6 +267,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 			p.Approvers, p.Reviewing = nil, ""
 			b.leaveQueue(p)
 		}
+		p.Hold = events.CleanTitle(e.Detail)
 		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, slices.Clone(e.MissingReviewers), nil
 	case *events.ReviewInProgress:
 		if !p.quorumAgain(e.Status) {
@@ -441,6 +448,12 @@ func line(p *PR, pos int, batch []int, o Options) Line {
 			text += " (label " + o.Label + ")"
 		}
 		return Line{Error, text}
+	case p.Hold == policy.NeedsHuman:
+		return Line{Pending, p.Hold}
+	case p.Hold != "":
+		// The base's policy file is wrong: nothing is merged and no agent
+		// runs until a person fixes it.
+		return Line{Error, p.Hold}
 	case p.Conflict != nil:
 		return Line{Pending, "conflicts with " + p.Conflict.Base + when(p.Conflict.BaseSHA != "", " at "+ghref.ShortSHA(p.Conflict.BaseSHA)) + " — agent resolving (" + cycle(p.FixCycle, o.MaxFixCycles) + ")"}
 	case p.Fixing:
