@@ -26,16 +26,6 @@ func (e Effective) ReviewPolicy(base review.Policy) review.Policy {
 	return out
 }
 
-// Permissions is the reviewer check of one evaluation under e: the
-// repository's reviewers (logins and teams) when its policy names them,
-// the operator's otherwise.
-func (e Effective) Permissions(ctx context.Context, a *review.Authorization, repo ghref.Repo) *review.Permissions {
-	if e.Reviewers.From == FromOperator {
-		return a.For(ctx, repo, nil)
-	}
-	return a.ForReviewers(ctx, repo, e.Reviewers.V, nil)
-}
-
 // HumanApproved reports whether one of approvers is a person: not a bot
 // ("[bot]" logins), not one of the quorum's reviewers, not prloop itself.
 // A PR that changes the policy file needs one (ChangesPolicy).

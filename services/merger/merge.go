@@ -292,7 +292,11 @@ func (s *Service) requiredChecks(ctx context.Context, repo ghref.Repo, base stri
 	if err != nil {
 		return nil, fmt.Errorf("required checks of %s of %s: %w", base, repo, err)
 	}
-	return union(required, s.cfg.requiredChecks()), nil
+	extra, err := s.policyChecks(ctx, repo, base)
+	if err != nil {
+		return nil, err
+	}
+	return union(required, extra), nil
 }
 
 // readChecks reads what EvaluateChecks looks at on sha, but for what is
@@ -385,12 +389,20 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, l la
 	if v := mayLand(l); !v.ok() {
 		return s.withheld(ctx, st, v, log)
 	}
+	ms, err := s.mergeSettingsOf(ctx, st.PR, st.Base, l.Tip, head, l.Approval.Approvers)
+	if err != nil {
+		return true, s.retryLater(ctx, st, err, log)
+	}
+	if ms.Hold != "" {
+		return s.policyHeld(ctx, st, ms.Hold, log)
+	}
+	s.pol.used.Store(st.PR.String(), ms)
 	st.MergingHead = head
 	if err := s.q.save(ctx, st); err != nil {
 		return true, s.saved(err)
 	}
 	res, err := s.d.GitHub.Merge(ctx, st.PR, github.MergeOptions{
-		Method: s.cfg.MergeMethod, SHA: head, Title: commitTitle(p), Message: p.GetBody(),
+		Method: ms.Method, SHA: head, Title: commitTitle(p), Message: p.GetBody(),
 	})
 	if err == nil {
 		return true, s.landed(ctx, *st, p, res.GetSHA(), tree, log)
@@ -538,13 +550,14 @@ func commitTitle(p *gh.PullRequest) string {
 // after a crash repeats them safely.
 func (s *Service) merged(ctx context.Context, st stored, p *gh.PullRequest, mergeSHA string, log *slog.Logger) error {
 	head := p.GetHead().GetSHA()
+	ms := s.usedSettings(st.PR)
 	if _, _, err := s.emit.Emit(ctx, &events.Merged{
-		Base: events.Base{PR: st.PR, HeadSHA: head}, MergeSHA: mergeSHA, MergeMethod: s.cfg.MergeMethod, Actor: Name,
+		Base: events.Base{PR: st.PR, HeadSHA: head}, MergeSHA: mergeSHA, MergeMethod: ms.Method, Actor: Name,
 	}, head); err != nil {
 		return err
 	}
-	log.Info("merged", "head", ghref.ShortSHA(head), "merge_sha", mergeSHA, "method", s.cfg.MergeMethod)
-	if s.cfg.DeleteBranch {
+	log.Info("merged", "head", ghref.ShortSHA(head), "merge_sha", mergeSHA, "method", ms.Method)
+	if ms.DeleteBranch {
 		s.deleteHead(ctx, st, p, log)
 	}
 	return s.left(ctx, st, metrics.MergeMerged)

@@ -968,6 +968,12 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 		if !verdict.ok() {
 			return sp.withheld(ctx, st, verdict, log)
 		}
+		if ms, err := s.mergeSettingsOf(ctx, st.PR, st.Base, tip.GetSHA(), c.Head, approval.Approvers); err != nil {
+			return s.retryLater(ctx, &st, err, log)
+		} else if ms.Hold != "" {
+			_, err := s.policyHeld(ctx, &st, ms.Hold, log)
+			return err
+		}
 		st.MergingHead, st.MergingTree = c.Head, c.Tree
 		if err := s.q.save(ctx, &st); err != nil {
 			return s.saved(err)

@@ -30,6 +30,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -114,7 +115,7 @@ type Service struct {
 	emit   *events.Emitter
 	auth   *review.Authorization
 	policy review.Policy
-	pol    *policies // each base's .github/prloop.yml
+	pol    *policy.Reader // each base's .github/prloop.yml
 	timing Timing
 	sem    chan struct{}
 
