@@ -3,6 +3,7 @@ package poller
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
@@ -63,4 +64,16 @@ func (j judgement) policyHold(v review.Verdict, self string) string {
 		return policy.NeedsHuman
 	}
 	return ""
+}
+
+// recheck has a PR held by an invalid file evaluated again every poll
+// interval: fixing the file moves the base, not the PR, and the PR
+// recovers without anyone touching it.
+func (j judgement) recheck(obs *Observation, every time.Duration) {
+	if j.eff.Invalid == nil {
+		return
+	}
+	if at := obs.Now.Add(every); obs.RecheckAt.IsZero() || obs.RecheckAt.After(at) {
+		obs.RecheckAt = at
+	}
 }

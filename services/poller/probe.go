@@ -395,6 +395,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 			obs.RecheckAt = settled
 		}
 	}
+	j.recheck(&obs, s.cfg.PollInterval)
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
 		if cur.Merged || (cur.Closed && is != nil) {
 			return Decision{Next: cur, Hold: true} // closed meanwhile: see above
