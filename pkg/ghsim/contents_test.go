@@ -115,3 +115,20 @@ func TestContract_TeamMembership(t *testing.T) {
 		})
 	}
 }
+
+// TestContract_CommitOfASlashedBranch checks GET
+// /repos/{owner}/{repo}/commits/{ref} ("Get a commit",
+// https://docs.github.com/en/rest/commits/commits#get-a-commit) for a
+// branch whose name holds a slash: ref is a commit SHA, a branch or a tag
+// name, and a release/1 branch resolves to its tip like main does.
+func TestContract_CommitOfASlashedBranch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	sha, err := e.sim.PushCommit(e.repo, "release/1", "octo", map[string]string{"r.txt": "r\n"}, "release")
+	require.NoError(t, err)
+	r := call(t, e.srv, "GET", "/repos/octo/socket.io/commits/release/1", tokBot, nil)
+	require.Equal(t, 200, r.StatusCode, "%s", r.body)
+	assert.Equal(t, sha, r.obj(t)["sha"])
+	status := call(t, e.srv, "GET", "/repos/octo/socket.io/commits/"+sha+"/status", tokBot, nil)
+	assert.Equal(t, 200, status.StatusCode, "the status route still wins for a SHA")
+}

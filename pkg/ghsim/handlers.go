@@ -47,7 +47,7 @@ func (s *Sim) routes() {
 	s.handle("POST "+r+"/issues/{number}/labels", s.addLabelsHandler)
 	s.handle("DELETE "+r+"/issues/{number}/labels/{name}", s.removeLabelHandler)
 	s.handle("GET /user", s.getUser)
-	s.handle("GET "+r+"/commits/{ref}", s.getCommit)
+	s.handle("GET "+r+"/commits/{ref...}", s.getCommit) // a branch name may hold slashes (release/1)
 	s.handle("GET "+r+"/commits/{ref}/status", s.combinedStatus)
 	s.handle("POST "+r+"/statuses/{sha}", s.createStatus)
 	s.handle("GET "+r+"/commits/{ref}/check-runs", s.checkRuns)

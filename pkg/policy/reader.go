@@ -48,19 +48,37 @@ func NewReader(op Operator, settings Settings, g any, auth *review.Authorization
 // Reads reports whether the reader reads repository files.
 func (r *Reader) Reads() bool { return r.loader != nil }
 
-// At is the effective policy of repo's base branch now, and the tip it
-// was read at ("" without files). The tip is read again on every call
-// (a conditional request): a base that moved is a new policy.
-func (r *Reader) At(ctx context.Context, repo ghref.Repo, branch string) (Effective, string, error) {
+// Base is where a PR's base stands: the branch's tip now, and the
+// commit the head left it at.
+type Base struct {
+	Tip, MergeBase string
+}
+
+// At is the effective policy of repo's base branch now, with where the
+// base stands for head ("" when the reader reads no files). One
+// conditional request (a comparison of head with the branch, or the
+// branch's commit without a head) reads the tip again on every call: a
+// base that moved is a new policy.
+func (r *Reader) At(ctx context.Context, repo ghref.Repo, branch, head string) (Effective, Base, error) {
 	if r.loader == nil || branch == "" {
-		return Resolve(r.Op, nil, branch), "", nil
+		return Resolve(r.Op, nil, branch), Base{}, nil
 	}
-	tip, err := r.gh.GetCommit(ctx, repo, branch)
-	if err != nil {
-		return Effective{}, "", err
+	var b Base
+	if head != "" {
+		c, err := r.gh.Compare(ctx, repo, branch, head)
+		if err != nil {
+			return Effective{}, b, err
+		}
+		b = Base{Tip: c.BaseSHA, MergeBase: c.MergeBaseSHA}
+	} else {
+		tip, err := r.gh.GetCommit(ctx, repo, branch)
+		if err != nil {
+			return Effective{}, b, err
+		}
+		b.Tip = tip.GetSHA()
 	}
-	e, err := r.AtTip(ctx, repo, branch, tip.GetSHA())
-	return e, tip.GetSHA(), err
+	e, err := r.AtTip(ctx, repo, branch, b.Tip)
+	return e, b, err
 }
 
 // AtTip is the effective policy of repo's base branch whose tip is tip.
@@ -71,13 +89,13 @@ func (r *Reader) AtTip(ctx context.Context, repo ghref.Repo, branch, tip string)
 	return r.loader.Effective(ctx, r.Op, repo, branch, tip)
 }
 
-// ChangesPolicy reports whether head changes the policy file against the
-// base whose tip is tip (false without files).
-func (r *Reader) ChangesPolicy(ctx context.Context, repo ghref.Repo, tip, head string) (bool, error) {
-	if r.loader == nil || tip == "" {
+// ChangesPolicy reports whether head changes the policy file against
+// mergeBase (false when the reader reads no files).
+func (r *Reader) ChangesPolicy(ctx context.Context, repo ghref.Repo, mergeBase, head string) (bool, error) {
+	if r.loader == nil || mergeBase == "" {
 		return false, nil
 	}
-	return r.loader.ChangesPolicy(ctx, r.gh, repo, tip, head)
+	return r.loader.ChangesPolicy(ctx, repo, mergeBase, head)
 }
 
 // Review is the review policy and reviewer check of one evaluation under

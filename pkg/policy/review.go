@@ -2,8 +2,7 @@ package policy
 
 import (
 	"context"
-	"fmt"
-	"strings"
+		"strings"
 
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
@@ -49,26 +48,19 @@ func (e Effective) HumanApproved(approvers []string, self string) bool {
 // human approval.
 const NeedsHuman = "waiting for a human approval: this PR changes " + Path
 
-// Comparer finds the merge base of a head and its base: the GitHub
-// client's Compare.
+// Comparer compares a head with its base: the GitHub client's Compare,
+// whose base commit is the base branch's tip and whose merge base is
+// where the head left it.
 type Comparer interface {
 	Compare(ctx context.Context, repo ghref.Repo, base, head string) (github.Comparison, error)
 }
 
-// ChangesPolicy reports whether the PR whose head is head, on a base whose
-// tip is baseSHA, changes the policy file: the file differs between the
-// head and its merge base (added, changed or removed). Only blob SHAs are
-// compared: the head's file is never used as a policy.
-func (l *Loader) ChangesPolicy(ctx context.Context, cmp Comparer, repo ghref.Repo, baseSHA, head string) (bool, error) {
-	c, err := cmp.Compare(ctx, repo, baseSHA, head)
-	if err != nil {
-		return false, fmt.Errorf("does %s change %s: %w", ghref.ShortSHA(head), Path, err)
-	}
-	mb := c.MergeBaseSHA
-	if mb == "" {
-		mb = baseSHA
-	}
-	a, err := l.blob(ctx, repo, mb)
+// ChangesPolicy reports whether head changes the policy file against
+// mergeBase, where it left its base: the file differs between the two
+// (added, changed or removed). Only blob SHAs are compared: the head's
+// file is never used as a policy.
+func (l *Loader) ChangesPolicy(ctx context.Context, repo ghref.Repo, mergeBase, head string) (bool, error) {
+	a, err := l.blob(ctx, repo, mergeBase)
 	if err != nil {
 		return false, err
 	}

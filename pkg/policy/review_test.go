@@ -46,13 +46,6 @@ func TestEffective_HumanApproved(t *testing.T) {
 	}
 }
 
-// fakeCompare answers every comparison with one merge base.
-type fakeCompare struct{ mergeBase string }
-
-func (f fakeCompare) Compare(context.Context, ghref.Repo, string, string) (github.Comparison, error) {
-	return github.Comparison{MergeBaseSHA: f.mergeBase}, nil
-}
-
 // blobFiles serves files whose blob SHA is their content.
 type blobFiles map[string]string
 
@@ -82,7 +75,7 @@ func TestLoader_ChangesPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := NewLoader(files).ChangesPolicy(t.Context(), fakeCompare{tt.mergeBase}, repo, "tip", tt.head)
+			got, err := NewLoader(files).ChangesPolicy(t.Context(), repo, tt.mergeBase, tt.head)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})

@@ -24,7 +24,7 @@ func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reade
 // now. An invalid file fails closed: the attempt is skipped, and no agent
 // runs in that repository on that base until the file is fixed.
 func (a *attempt) policyOf(ctx context.Context) (policy.Effective, error) {
-	e, _, err := a.s.pol.At(ctx, a.req.PR.RepoRef(), a.pull.GetBase().GetRef())
+	e, _, err := a.s.pol.At(ctx, a.req.PR.RepoRef(), a.pull.GetBase().GetRef(), "")
 	return e, err
 }
 

@@ -39,7 +39,7 @@ func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policies {
 // reviewPolicy is the review policy and reviewer check the approval of pr
 // on base is verified with: the poller's, from the same file.
 func (s *Service) reviewPolicy(ctx context.Context, pr ghref.PR, base string, log *slog.Logger) (review.Policy, *review.Permissions, error) {
-	e, _, err := s.pol.At(ctx, pr.RepoRef(), base)
+	e, _, err := s.pol.At(ctx, pr.RepoRef(), base, "")
 	if err != nil {
 		return review.Policy{}, nil, err
 	}
@@ -69,9 +69,15 @@ func (s *Service) mergeSettingsOf(ctx context.Context, pr ghref.PR, base, tip, h
 		ms.Hold = e.Invalid.Error()
 		return ms, nil
 	}
-	changes, err := s.pol.ChangesPolicy(ctx, pr.RepoRef(), tip, head)
-	if err != nil {
-		return mergeSettings{}, err
+	var changes bool
+	if s.pol.Reads() {
+		c, err := s.d.GitHub.Compare(ctx, pr.RepoRef(), tip, head)
+		if err != nil {
+			return mergeSettings{}, err
+		}
+		if changes, err = s.pol.ChangesPolicy(ctx, pr.RepoRef(), c.MergeBaseSHA, head); err != nil {
+			return mergeSettings{}, err
+		}
 	}
 	if changes && !e.HumanApproved(approvers, s.d.Self) {
 		ms.Hold = policy.NeedsHuman
@@ -90,7 +96,7 @@ func (s *Service) usedSettings(pr ghref.PR) mergeSettings {
 // policyChecks are the checks the base's policy requires (the operator's
 // PRLOOP_REQUIRED_CHECKS without a file).
 func (s *Service) policyChecks(ctx context.Context, repo ghref.Repo, base string) ([]string, error) {
-	e, _, err := s.pol.At(ctx, repo, base)
+	e, _, err := s.pol.At(ctx, repo, base, "")
 	if err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ type judgement struct {
 // the evaluation needs of it. An error is a failed read: the evaluation
 // is made again on the next probe, never under an older policy.
 func (s *Service) judge(ctx context.Context, pr ghref.PR, base, head string, log *slog.Logger) (judgement, error) {
-	eff, tip, err := s.pol.At(ctx, pr.RepoRef(), base)
+	eff, at, err := s.pol.At(ctx, pr.RepoRef(), base, head)
 	if err != nil {
 		return judgement{}, err
 	}
@@ -44,7 +44,7 @@ func (s *Service) judge(ctx context.Context, pr ghref.PR, base, head string, log
 	if eff.Invalid != nil {
 		return j, nil // policyHold says it; nothing else of the file is used
 	}
-	if j.changes, err = s.pol.ChangesPolicy(ctx, pr.RepoRef(), tip, head); err != nil {
+	if j.changes, err = s.pol.ChangesPolicy(ctx, pr.RepoRef(), at.MergeBase, head); err != nil {
 		return judgement{}, err
 	}
 	j.timing.ReviewTimeout, j.timing.EscalationLabel = eff.ReviewTimeout.V, eff.EscalationLabel.V
