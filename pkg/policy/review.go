@@ -2,7 +2,7 @@ package policy
 
 import (
 	"context"
-		"strings"
+	"strings"
 
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
