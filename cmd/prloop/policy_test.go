@@ -79,8 +79,8 @@ func TestLoop_RepositoryPolicies(t *testing.T) {
 	}
 	widgetsMain, _ := open(repos["widgets"], "w-main", "main", map[string]string{"a.txt": "a\n"})
 	widgetsFix, widgetsFixHead := open(repos["widgets"], "w-fix", "main", map[string]string{"b.txt": "b\n"})
-	widgetsRelease, _ := open(repos["widgets"], "w-release", "release/1", map[string]string{"c.txt": "c\n"})
-	gadgetsMain, _ := open(repos["gadgets"], "g-main", "main", map[string]string{"a.txt": "a\n"})
+	widgetsRelease, releaseHead := open(repos["widgets"], "w-release", "release/1", map[string]string{"c.txt": "c\n"})
+	gadgetsMain, gadgetsHead := open(repos["gadgets"], "g-main", "main", map[string]string{"a.txt": "a\n"})
 	gadgetsFix, gadgetsFixHead := open(repos["gadgets"], "g-fix", "main", map[string]string{"b.txt": "b\n"})
 	gizmosPlain, _ := open(repos["gizmos"], "z-plain", "main", map[string]string{"a.txt": "a\n"})
 	gizmosLoosen, _ := open(repos["gizmos"], "z-loosen", "main", map[string]string{policy.Path: "version: 1\nreview:\n  protocols: [quorum]\n  quorum: [\"" + bot + "\"]\n"})
@@ -185,4 +185,17 @@ func TestLoop_RepositoryPolicies(t *testing.T) {
 	_, err = sim.PushCommit(repos["broken"], "main", ghsim.DemoReviewer, map[string]string{policy.Path: strings.Replace(files["broken"], "reviwers", "reviewers", 1)}, "fix the policy")
 	require.NoError(t, err)
 	merged(brokenPR)
+
+	// prloop explain: the effective policy of a PR and where each value
+	// came from.
+	p, skipped := explainPolicy(ctx, widgetsRelease, &liveState{Base: "release/1", Head: releaseHead})
+	require.NotNil(t, p, skipped)
+	assert.Equal(t, "release/*", p.Branch)
+	assert.Contains(t, p.Settings, policy.Line{Key: "merge.method", Value: "merge", From: `branches."release/*"`})
+	assert.Contains(t, p.Settings, policy.Line{Key: "feedback.max_fix_cycles", Value: "0", From: policy.FromFile})
+	assert.Contains(t, p.Settings, policy.Line{Key: "review.protocols", Value: "[emoji, reviews]", From: policy.FromOperator})
+	p, skipped = explainPolicy(ctx, gadgetsMain, &liveState{Base: "main", Head: gadgetsHead})
+	require.NotNil(t, p, skipped)
+	assert.Contains(t, p.Settings, policy.Line{Key: "merge.method", Value: "merge", From: policy.FromCeiling})
+	assert.Equal(t, []string{"merge.method squash is not allowed by the operator (PRLOOP_MERGE_METHODS=merge,rebase); using merge"}, p.Warnings)
 }
