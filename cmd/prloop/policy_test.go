@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ func TestLoop_RepositoryPolicies(t *testing.T) {
 
 	files := map[string]string{
 		"widgets": "version: 1\nreview:\n  reviewers: [bob]\nfeedback:\n  max_fix_cycles: 0\nmerge:\n  method: rebase\n" +
+			"escalation:\n  label: widgets-needs-a-human\n  mentions: [\"@demo/release\"]\n" +
 			"branches:\n  \"release/*\": { merge: { method: merge }, review: { reviewers: [\"@demo/release\"] } }\n",
 		"gadgets": "version: 1\nfeedback:\n  max_fix_cycles: 1\nmerge:\n  method: squash\n",
 		"gizmos":  "version: 1\nreview:\n  protocols: [emoji, quorum]\n  quorum: [\"" + bot + "\"]\n",
@@ -145,6 +147,16 @@ func TestLoop_RepositoryPolicies(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return len(escalated(widgetsFix)) > 0 }, time.Minute, 20*time.Millisecond, "no escalation:\n%s", log.lines(widgetsFix))
 	assert.Equal(t, []events.Reason{events.ReasonMaxFixCycles}, escalated(widgetsFix), log.lines(widgetsFix))
+	require.Eventually(t, func() bool {
+		info, err := sim.PRInfo(widgetsFix)
+		require.NoError(t, err)
+		return slices.Contains(info.Labels, "widgets-needs-a-human")
+	}, time.Minute, 20*time.Millisecond, "the escalator did not use the file's label:\n%s", log.lines(widgetsFix))
+	require.Eventually(t, func() bool {
+		cs, err := sim.IssueComments(widgetsFix)
+		require.NoError(t, err)
+		return slices.ContainsFunc(cs, func(c ghsim.CommentSnapshot) bool { return strings.Contains(c.Body, "@demo/release") })
+	}, time.Minute, 20*time.Millisecond, "the escalation does not mention the file's team")
 	require.Eventually(t, func() bool {
 		return len(ofType[*events.FeedbackSkipped](log, gadgetsFix))+len(ofType[*events.FeedbackAddressed](log, gadgetsFix))+len(escalated(gadgetsFix)) > 0
 	}, time.Minute, 20*time.Millisecond, "the agent never answered:\n%s", log.lines(gadgetsFix))
