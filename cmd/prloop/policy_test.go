@@ -132,6 +132,13 @@ func TestLoop_RepositoryPolicies(t *testing.T) {
 	// gadgets: the file's method is beyond the operator's ceiling.
 	react(gadgetsMain, ghsim.DemoReviewer)
 	assert.Equal(t, "merge", merged(gadgetsMain).MergeMethod, "PRLOOP_MERGE_METHODS cuts the file's squash to the first allowed method")
+	require.Eventually(t, func() bool {
+		st, err := sim.Statuses(repos["gadgets"], "prloop")
+		require.NoError(t, err)
+		return slices.ContainsFunc(st, func(s ghsim.StatusRecord) bool {
+			return s.SHA == gadgetsHead && s.Description == "approved by alice (ceiling: merge.method=merge)"
+		})
+	}, time.Minute, 50*time.Millisecond, "the status line does not warn of the ceiling")
 
 	// Fix limits: widgets allows none, gadgets one.
 	_, err := sim.AddReview(widgetsFix, ghsim.ReviewInput{Login: "bob", State: "CHANGES_REQUESTED", Body: "Please rename b.txt.", CommitID: widgetsFixHead})

@@ -257,6 +257,22 @@ func (e *Effective) cut(c Ceilings) {
 	}
 }
 
+// CeilingNote is the short form of the warnings, for a status line:
+// "ceiling: feedback.max_fix_cycles=3, merge.method=squash"; "" when no
+// ceiling cut anything.
+func (e Effective) CeilingNote() string {
+	var cut []string
+	for _, l := range e.Lines() {
+		if l.From == FromCeiling {
+			cut = append(cut, l.Key+"="+l.Value)
+		}
+	}
+	if len(cut) == 0 {
+		return ""
+	}
+	return "ceiling: " + strings.Join(cut, ", ")
+}
+
 func (e *Effective) warn(key, asked, ceiling, env string) {
 	e.Warnings = append(e.Warnings, fmt.Sprintf("%s %s is above the operator's ceiling (%s=%s); using %s", key, asked, env, ceiling, ceiling))
 }

@@ -170,6 +170,7 @@ func TestResolve_Ceilings(t *testing.T) {
 			e := Resolve(op, mustDecode(t, tt.file), "main")
 			tt.check(t, e)
 			assert.Equal(t, tt.warnings, e.Warnings)
+			assert.Equal(t, len(tt.warnings) > 0, e.CeilingNote() != "", e.CeilingNote())
 		})
 	}
 }

@@ -106,6 +106,9 @@ type PR struct {
 	// .github/prloop.yml on the base, or a change of that file waiting
 	// for a human approval.
 	Hold string `json:"policy_hold,omitempty"`
+	// Warning is what of that file the operator's ceilings cut, from the
+	// poller's latest review status.
+	Warning string `json:"policy_warning,omitempty"`
 	// MergeSHA is prloop's merge commit; Merged and Closed are final.
 	MergeSHA string `json:"merge_sha,omitempty"`
 	Merged   bool   `json:"merged,omitempty"`
@@ -257,6 +260,9 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 	}
 	review := func(s events.Status) {
 		p.Status, p.Fixing, p.Escalation, p.EscalationDetail, p.Hold = s, false, "", "", ""
+		if w, ok := d.(interface{ PolicyWarningOf() string }); ok {
+			p.Warning = events.CleanTitle(w.PolicyWarningOf())
+		}
 	}
 	switch e := d.(type) {
 	case *events.WatchRequested, *events.Created:
@@ -429,7 +435,11 @@ func (b *Board) Line(pr ghref.PR, o Options) Line {
 	if p == nil {
 		return Line{Pending, "not watched by prloop"}
 	}
-	return clip(line(p, b.Position(pr), b.Batch(pr), o))
+	l := line(p, b.Position(pr), b.Batch(pr), o)
+	if p.Warning != "" && !p.Merged && !p.Closed && p.Hold == "" {
+		l.Text += " (" + p.Warning + ")"
+	}
+	return clip(l)
 }
 
 // line renders p, pos-th in its merge queue (0: not queued), tested

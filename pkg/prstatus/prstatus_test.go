@@ -68,6 +68,13 @@ func TestLine_EveryTrigger(t *testing.T) {
 		{name: "a change of the policy file waits for a person", events: []events.Data{&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending,
 			Detail: "waiting for a human approval: this PR changes .github/prloop.yml"}},
 			want: prstatus.Line{State: prstatus.Pending, Text: "waiting for a human approval: this PR changes .github/prloop.yml"}},
+		{name: "a ceiling cut the policy file", events: []events.Data{
+			&events.ReviewApproved{Base: events.Base{PR: pr1, HeadSHA: headA, PolicyWarning: "ceiling: merge.method=merge"}, Status: events.StatusApproved, Approvers: []string{"alice"}},
+		}, want: prstatus.Line{State: prstatus.Success, Text: "approved by alice (ceiling: merge.method=merge)"}},
+		{name: "a later status without the cut drops the warning", events: []events.Data{
+			&events.ReviewPending{Base: events.Base{PR: pr1, HeadSHA: headA, PolicyWarning: "ceiling: merge.method=merge"}, Status: events.StatusPending},
+			approved,
+		}, want: prstatus.Line{State: prstatus.Success, Text: "approved by alice"}},
 		{name: "approved after the hold", events: []events.Data{
 			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending, Detail: "waiting for a human approval: this PR changes .github/prloop.yml"},
 			approved,

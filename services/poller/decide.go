@@ -42,6 +42,9 @@ type Observation struct {
 	// Hold is why the repository's policy holds the verdict back (see
 	// policyHold): the status is published as pending with it as detail.
 	Hold string
+	// PolicyWarning says what of the policy file the operator's ceilings
+	// cut; the review statuses carry it to the status line.
+	PolicyWarning string
 }
 
 // Timing holds the policy knobs decide needs.
@@ -144,7 +147,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	}
 
 	out := resumed(cur, next)
-	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title}
+	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title, PolicyWarning: obs.PolicyWarning}
 	status := v.Status
 	if obs.Hold != "" {
 		status = events.StatusPending // the policy holds the verdict back: policyHold

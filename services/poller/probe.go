@@ -383,7 +383,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	obs := Observation{
 		HeadSHA: head, Anchor: anchor, Base: p.base, BaseSince: since, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: now,
-		Hold: j.policyHold(verdict, s.policy.Self),
+		Hold: j.policyHold(verdict, s.policy.Self), PolicyWarning: j.eff.CeilingNote(),
 	}
 	if is != nil {
 		obs.Fingerprint = fingerprint(p, is)
