@@ -127,19 +127,16 @@ func operatorFromEnv() (policy.Operator, error) {
 
 // operatorOf joins the services' settings into one Operator.
 func operatorOf(p poller.Config, fb feedback.Config, m merger.Config, e escalator.Config) policy.Operator {
-	return policy.Operator{
-		Protocols: p.ReviewProtocols, Reviewers: p.Reviewers, Quorum: policy.SplitList(p.RequiredReviewers),
-		ApprovalSurvivesPush: p.ApprovalSurvivesPush, ReviewTimeout: p.ReviewTimeout,
-		MaxFixCycles: fb.MaxFixCycles, FixChecks: "none",
+	op := policy.FromReview(p.PolicyConfig)
+	op.ReviewTimeout, op.MaxFixCycles, op.FixChecks = p.ReviewTimeout, fb.MaxFixCycles, "none"
+	op.AgentTimeout, op.AgentBudget, op.AgentMayEditWorkflows = fb.AgentTimeout, fb.AgentBudget, fb.AgentMayEditWorkflows
+	op.MergeMethod, op.RequiredChecks, op.QueueMode, op.QueueDepth = m.MergeMethod, m.RequiredChecks, m.QueueMode, m.QueueDepth
+	op.DeleteBranch, op.EscalationLabel, op.Mentions = m.DeleteBranch, e.Label, e.Mentions
+	op.Ceilings = policy.Ceilings{
+		MaxFixCycles: p.MaxFixCyclesCeiling, MergeMethods: m.MergeMethods,
 		AgentTimeout: fb.AgentTimeout, AgentBudget: fb.AgentBudget, AgentMayEditWorkflows: fb.AgentMayEditWorkflows,
-		MergeMethod: m.MergeMethod, RequiredChecks: m.RequiredChecks, QueueMode: m.QueueMode, QueueDepth: m.QueueDepth,
-		DeleteBranch:    m.DeleteBranch,
-		EscalationLabel: e.Label, Mentions: e.Mentions,
-		Ceilings: policy.Ceilings{
-			MaxFixCycles: p.MaxFixCyclesCeiling, MergeMethods: m.MergeMethods,
-			AgentTimeout: fb.AgentTimeout, AgentBudget: fb.AgentBudget, AgentMayEditWorkflows: fb.AgentMayEditWorkflows,
-		},
 	}
+	return op
 }
 
 // explainPolicy is the effective policy of pr as its base on GitHub says

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/prloop/prloop/pkg/review"
 )
 
 // Settings are the operator's settings about repository policies, read from
@@ -46,4 +48,14 @@ func SplitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// FromReview is the operator's side of the review section: the
+// PRLOOP_* review settings every service that judges reviews shares
+// (review.PolicyConfig). Each service adds its own settings to it.
+func FromReview(c review.PolicyConfig) Operator {
+	return Operator{
+		Protocols: c.ReviewProtocols, Reviewers: c.Reviewers, Quorum: SplitList(c.RequiredReviewers),
+		ApprovalSurvivesPush: c.ApprovalSurvivesPush,
+	}
 }

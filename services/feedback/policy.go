@@ -11,13 +11,11 @@ import (
 // .github/prloop.yml (pkg/policy, the one owner of policy facts): the
 // fix limit, and whose review comments the agent is given.
 func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reader {
-	return policy.NewReader(policy.Operator{
-		Protocols: cfg.ReviewProtocols, Reviewers: cfg.Reviewers, Quorum: policy.SplitList(cfg.RequiredReviewers),
-		ApprovalSurvivesPush: cfg.ApprovalSurvivesPush,
-		MaxFixCycles:         cfg.MaxFixCycles, EscalationLabel: cfg.EscalationLabel,
-		AgentTimeout: cfg.AgentTimeout, AgentBudget: cfg.AgentBudget, AgentMayEditWorkflows: cfg.AgentMayEditWorkflows,
-		Ceilings: policy.Ceilings{AgentTimeout: cfg.AgentTimeout, AgentBudget: cfg.AgentBudget, AgentMayEditWorkflows: cfg.AgentMayEditWorkflows},
-	}, cfg.Settings, g, auth)
+	op := policy.FromReview(cfg.PolicyConfig)
+	op.MaxFixCycles, op.EscalationLabel = cfg.MaxFixCycles, cfg.EscalationLabel
+	op.AgentTimeout, op.AgentBudget, op.AgentMayEditWorkflows = cfg.AgentTimeout, cfg.AgentBudget, cfg.AgentMayEditWorkflows
+	op.Ceilings = policy.Ceilings{AgentTimeout: cfg.AgentTimeout, AgentBudget: cfg.AgentBudget, AgentMayEditWorkflows: cfg.AgentMayEditWorkflows}
+	return policy.NewReader(op, cfg.Settings, g, auth)
 }
 
 // policyOf is the effective policy of the attempt's PR: its base's file

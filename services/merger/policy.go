@@ -28,12 +28,10 @@ type policies struct {
 }
 
 func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policies {
-	return &policies{Reader: policy.NewReader(policy.Operator{
-		Protocols: cfg.ReviewProtocols, Reviewers: cfg.Reviewers, Quorum: policy.SplitList(cfg.RequiredReviewers),
-		ApprovalSurvivesPush: cfg.ApprovalSurvivesPush,
-		MergeMethod:          cfg.MergeMethod, RequiredChecks: cfg.requiredChecks(), DeleteBranch: cfg.DeleteBranch,
-		QueueMode: cfg.QueueMode, QueueDepth: cfg.QueueDepth,
-	}, cfg.Settings, g, auth)}
+	op := policy.FromReview(cfg.PolicyConfig)
+	op.MergeMethod, op.RequiredChecks, op.DeleteBranch = cfg.MergeMethod, cfg.requiredChecks(), cfg.DeleteBranch
+	op.QueueMode, op.QueueDepth = cfg.QueueMode, cfg.QueueDepth
+	return &policies{Reader: policy.NewReader(op, cfg.Settings, g, auth)}
 }
 
 // reviewPolicy is the review policy and reviewer check the approval of pr

@@ -14,11 +14,9 @@ import (
 // newPolicies is the poller's reader of each base's .github/prloop.yml
 // (pkg/policy, the one owner of policy facts).
 func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reader {
-	return policy.NewReader(policy.Operator{
-		Protocols: cfg.ReviewProtocols, Reviewers: cfg.Reviewers, Quorum: policy.SplitList(cfg.RequiredReviewers),
-		ApprovalSurvivesPush: cfg.ApprovalSurvivesPush, ReviewTimeout: cfg.ReviewTimeout,
-		MaxFixCycles: cfg.MaxFixCycles, EscalationLabel: cfg.EscalationLabel,
-	}, cfg.Settings, g, auth)
+	op := policy.FromReview(cfg.PolicyConfig)
+	op.ReviewTimeout, op.MaxFixCycles, op.EscalationLabel = cfg.ReviewTimeout, cfg.MaxFixCycles, cfg.EscalationLabel
+	return policy.NewReader(op, cfg.Settings, g, auth)
 }
 
 // judgement is how one evaluation judges a PR under its base's policy.
