@@ -46,7 +46,17 @@ func (s *Service) judge(ctx context.Context, pr ghref.PR, base, head string, log
 		return judgement{}, err
 	}
 	j.timing.ReviewTimeout, j.timing.EscalationLabel = eff.ReviewTimeout.V, eff.EscalationLabel.V
+	s.timings.Store(pr.RepoRef().Key()+"\x00"+base, j.timing)
 	return j, nil
+}
+
+// timingOf is the timing the base's policy set at its last evaluation, or
+// the operator's before one.
+func (s *Service) timingOf(repo ghref.Repo, base string) Timing {
+	if tm, ok := s.timings.Load(repo.Key() + "\x00" + base); ok {
+		return tm.(Timing)
+	}
+	return s.timing
 }
 
 // policyHold is why the policy holds the verdict v back, or "": an

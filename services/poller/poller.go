@@ -116,8 +116,12 @@ type Service struct {
 	auth   *review.Authorization
 	policy review.Policy
 	pol    *policy.Reader // each base's .github/prloop.yml
-	timing Timing
-	sem    chan struct{}
+	// timings are the review timeout and escalation label each base's
+	// policy set at its last evaluation (by repository and base), for the
+	// ticks that decide without reading GitHub (timingOf).
+	timings sync.Map
+	timing  Timing
+	sem     chan struct{}
 
 	// reopenWatchCap bounds each repository's closed set.
 	reopenWatchCap int
@@ -670,7 +674,7 @@ func (s *Service) labelled(ctx context.Context, pr ghref.PR, d *events.Escalated
 		if !next.EscalationLabelSeen {
 			next.EscalationLabelSeen, next.EscalationLabelSeenAt = true, time.Time{}
 		}
-		resumeAfterEscalation(&next, seen.labels, seen.updated, s.d.Now(), s.timing)
+		resumeAfterEscalation(&next, seen.labels, seen.updated, s.d.Now(), s.timingOf(pr.RepoRef(), seen.base))
 		return Decision{Next: next, Emits: resumed(cur, next)}
 	})
 }

@@ -498,11 +498,12 @@ func (s *Service) checkTimeout(ctx context.Context, rw *repoWatch, pr ghref.PR, 
 	rw.mu.Lock()
 	memo := rw.memo[pr.Number]
 	rw.mu.Unlock()
-	if len(memo.Outbox) == 0 && len(timeout(&memo, s.d.Now(), s.timing)) == 0 {
+	tm := s.timingOf(pr.RepoRef(), memo.BaseRef)
+	if len(memo.Outbox) == 0 && len(timeout(&memo, s.d.Now(), tm)) == 0 {
 		return nil
 	}
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
-		emits := timeout(&cur, s.d.Now(), s.timing)
+		emits := timeout(&cur, s.d.Now(), tm)
 		return Decision{Emits: emits, Next: cur, Hold: len(emits) == 0}
 	})
 }
