@@ -44,6 +44,10 @@ type explanation struct {
 	Records *records `json:"records,omitempty"`
 	// Next is the one action that would unblock the PR.
 	Next string `json:"next"`
+	// Policy is the effective policy of the PR's base and where each
+	// value came from (policycmd.go); PolicySkipped says why it is not.
+	Policy        *policyJSON `json:"policy,omitempty"`
+	PolicySkipped string      `json:"policy_skipped,omitempty"`
 }
 
 // historyEntry is one event about the PR.
@@ -178,6 +182,7 @@ unblock it. Accepts owner/repo#N or a PR URL.
 		return withCredsHint(fmt.Errorf("open state bucket: %w", err), conn)
 	}
 	x.GitHub, x.GitHubSkipped = readLive(ctx, pr, settings.Label, settings.StatusContext)
+	x.Policy, x.PolicySkipped = explainPolicy(ctx, pr, x.GitHub)
 	follower.View(func(b *prstatus.Board) {
 		row, _ := b.Row(pr, settings.lineOptions())
 		x.Line, x.LastEvent, x.LastEventAt = row.Line, row.Last, row.LastAt
@@ -532,6 +537,7 @@ func printExplanation(w io.Writer, x explanation, now time.Time) error {
 		}
 	}
 	tw.Flush()
+	printPolicy(w, x.Policy, x.PolicySkipped)
 	_, err := fmt.Fprintf(w, "\nnext: %s\n", x.Next)
 	return err
 }

@@ -30,6 +30,8 @@ Usage:
                       GitHub says it is open
   prloop status       a table of the PRs prloop knows (-json for JSON, -watch)
   prloop explain PR   why owner/repo#N is not merged yet, and what unblocks it
+  prloop policy check [FILE]
+                      check a .github/prloop.yml and print its effective policy
   prloop events       print the events, one line each, and follow (-pr owner/repo#N,
                       -since DURATION)
   prloop dlq          list the dead letters (list) or publish them again (replay [-id SEQ ...])
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "explain":
 		return runExplain(ctx, args[1:], stdout, stderr)
+	case "policy":
+		return runPolicy(ctx, args[1:], stdout, stderr)
 	case "events":
 		return runEvents(ctx, args[1:], stdout, stderr)
 	case "dlq":

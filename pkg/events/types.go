@@ -146,6 +146,10 @@ type Base struct {
 	// (the poller's review statuses carry it), cleaned by CleanTitle. It
 	// is whatever the PR's author wrote: show it escaped, never act on it.
 	Title string `json:"title,omitempty"`
+	// PolicyWarning says which of the repository's .github/prloop.yml
+	// values the operator's ceilings cut ("ceiling: merge.method=merge"),
+	// as the poller's review statuses carry it for the status line.
+	PolicyWarning string `json:"policy_warning,omitempty"`
 }
 
 // MaxTitle bounds a title in an event, in runes.
@@ -189,6 +193,9 @@ func (b Base) Head() string { return b.HeadSHA }
 
 // PRTitle returns the PR's title the event carries (often none).
 func (b Base) PRTitle() string { return b.Title }
+
+// PolicyWarningOf returns the policy warning the event carries.
+func (b Base) PolicyWarningOf() string { return b.PolicyWarning }
 
 // CreateRequestedNumber is the PR number of PRCreateRequested, a command
 // about a pull request that does not exist yet: its subject is

@@ -47,7 +47,7 @@ func (s *Sim) routes() {
 	s.handle("POST "+r+"/issues/{number}/labels", s.addLabelsHandler)
 	s.handle("DELETE "+r+"/issues/{number}/labels/{name}", s.removeLabelHandler)
 	s.handle("GET /user", s.getUser)
-	s.handle("GET "+r+"/commits/{ref}", s.getCommit)
+	s.handle("GET "+r+"/commits/{ref...}", s.getCommit) // a branch name may hold slashes (release/1)
 	s.handle("GET "+r+"/commits/{ref}/status", s.combinedStatus)
 	s.handle("POST "+r+"/statuses/{sha}", s.createStatus)
 	s.handle("GET "+r+"/commits/{ref}/check-runs", s.checkRuns)
@@ -62,6 +62,8 @@ func (s *Sim) routes() {
 	s.handle("GET "+r+"/branches/{branch}/protection", s.branchProtectionHandler)
 	s.handle("GET "+r+"/compare/{basehead...}", s.compareHandler)
 	s.handle("DELETE "+r+"/git/refs/{ref...}", s.deleteRef)
+	s.handle("GET "+r+"/contents/{path...}", s.getContents)
+	s.handle("GET /orgs/{org}/teams/{team_slug}/memberships/{username}", s.teamMembership)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, "NOT_FOUND", func(*reqCtx) *result { return notFound() })
 	})

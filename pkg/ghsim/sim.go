@@ -115,6 +115,8 @@ type Sim struct {
 	writeMu sync.Mutex
 	writes  []WriteRecord
 
+	teams teamBook // SetTeamMember
+
 	statsMu sync.Mutex
 	stats   Stats
 

@@ -23,6 +23,9 @@ var paramAfter = map[string]string{
 	"branches":      "{branch}",
 	"repositories":  "{repository_id}",
 	"installations": "{installation_id}",
+	"orgs":          "{org}",
+	"teams":         "{team_slug}",
+	"memberships":   "{username}",
 }
 
 // routeOf turns a request path into its template, for counters and metrics
@@ -50,6 +53,10 @@ func routeOf(method, basePath, path string) string {
 			// /rules/branches/{branch}: the decoded path may hold a
 			// branch's slashes.
 			out = append(out, s, "{branch}")
+			i = len(segs)
+		case s == "contents" && i+1 < len(segs):
+			// /contents/{path}: the path has slashes.
+			out = append(out, s, "{path}")
 			i = len(segs)
 		case s == "compare" && i+1 < len(segs):
 			// /compare/{base}...{head}: branch names may hold slashes.

@@ -34,6 +34,8 @@ func TestRouteOf(t *testing.T) {
 		{name: "check runs", method: "GET", base: "/", path: "/repos/o/r/commits/abc/check-runs", want: "GET /repos/{owner}/{repo}/commits/{ref}/check-runs"},
 		{name: "branch rules", method: "GET", base: "/", path: "/repos/o/r/rules/branches/release/1.x", want: "GET /repos/{owner}/{repo}/rules/branches/{branch}"},
 		{name: "compare", method: "GET", base: "/", path: "/repos/o/r/compare/main...feature/x", want: "GET /repos/{owner}/{repo}/compare/{basehead}"},
+		{name: "contents", method: "GET", base: "/", path: "/repos/o/r/contents/.github/prloop.yml", want: "GET /repos/{owner}/{repo}/contents/{path}"},
+		{name: "team membership", method: "GET", base: "/", path: "/orgs/acme/teams/core/memberships/alice", want: "GET /orgs/{org}/teams/{team_slug}/memberships/{username}"},
 		{name: "permission", method: "GET", base: "/", path: "/repos/o/r/collaborators/bob/permission", want: "GET /repos/{owner}/{repo}/collaborators/{username}/permission"},
 		{name: "ref", method: "DELETE", base: "/", path: "/repos/o/r/git/refs/heads/feature/x", want: "DELETE /repos/{owner}/{repo}/git/refs/{ref}"},
 		{name: "enterprise prefix", method: "GET", base: "/api/v3/", path: "/api/v3/repos/o/r/pulls", want: "GET /repos/{owner}/{repo}/pulls"},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/policy"
 )
 
 // State is the commit status state the line goes with.
@@ -103,6 +104,14 @@ type PR struct {
 	// says more.
 	Escalation       events.Reason `json:"escalation,omitempty"`
 	EscalationDetail string        `json:"escalation_detail,omitempty"`
+	// Hold is why the repository's policy holds the review verdict back
+	// (the detail of the poller's pending status): an invalid
+	// .github/prloop.yml on the base, or a change of that file waiting
+	// for a human approval.
+	Hold string `json:"policy_hold,omitempty"`
+	// Warning is what of that file the operator's ceilings cut, from the
+	// poller's latest review status.
+	Warning string `json:"policy_warning,omitempty"`
 	// MergeSHA is prloop's merge commit; Merged and Closed are final.
 	MergeSHA string `json:"merge_sha,omitempty"`
 	Merged   bool   `json:"merged,omitempty"`
@@ -253,7 +262,10 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.Candidate, p.Conflict, p.FailingChecks = nil, nil, nil
 	}
 	review := func(s events.Status) {
-		p.Status, p.Fixing, p.Escalation, p.EscalationDetail = s, false, "", ""
+		p.Status, p.Fixing, p.Escalation, p.EscalationDetail, p.Hold = s, false, "", "", ""
+		if w, ok := d.(interface{ PolicyWarningOf() string }); ok {
+			p.Warning = events.CleanTitle(w.PolicyWarningOf())
+		}
 	}
 	switch e := d.(type) {
 	case *events.WatchRequested, *events.Created:
@@ -264,6 +276,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 			p.Approvers, p.Reviewing = nil, ""
 			b.leaveQueue(p)
 		}
+		p.Hold = events.CleanTitle(e.Detail)
 		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, slices.Clone(e.MissingReviewers), nil
 	case *events.ReviewInProgress:
 		if !p.quorumAgain(e.Status) {
@@ -430,7 +443,11 @@ func (b *Board) Line(pr ghref.PR, o Options) Line {
 	if p == nil {
 		return Line{Pending, "not watched by prloop"}
 	}
-	return clip(line(p, b.Position(pr), b.Batch(pr), o))
+	l := line(p, b.Position(pr), b.Batch(pr), o)
+	if p.Warning != "" && !p.Merged && !p.Closed && p.Hold == "" {
+		l.Text += " (" + p.Warning + ")"
+	}
+	return clip(l)
 }
 
 // line renders p, pos-th in its merge queue (0: not queued), tested
@@ -449,6 +466,12 @@ func line(p *PR, pos int, batch []int, o Options) Line {
 			text += " (label " + o.Label + ")"
 		}
 		return Line{Error, text}
+	case p.Hold == policy.NeedsHuman:
+		return Line{Pending, p.Hold}
+	case p.Hold != "":
+		// The base's policy file is wrong: nothing is merged and no agent
+		// runs until a person fixes it.
+		return Line{Error, p.Hold}
 	case p.Conflict != nil:
 		return Line{Pending, "conflicts with " + p.Conflict.Base + when(p.Conflict.BaseSHA != "", " at "+ghref.ShortSHA(p.Conflict.BaseSHA)) + " — agent resolving (" + cycle(p.FixCycle, o.MaxFixCycles) + ")"}
 	case len(p.FailingChecks) > 0:

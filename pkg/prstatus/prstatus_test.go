@@ -58,6 +58,27 @@ func TestLine_EveryTrigger(t *testing.T) {
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
 		{name: "pending", events: []events.Data{&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending}},
 			want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "invalid policy file on the base", events: []events.Data{&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending,
+			Detail: `.github/prloop.yml:4: unknown key "reviwers" (did you mean "reviewers"?)`}},
+			want: prstatus.Line{State: prstatus.Error, Text: `.github/prloop.yml:4: unknown key "reviwers" (did you mean "reviewers"?)`}},
+		{name: "policy file fixed", events: []events.Data{
+			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending, Detail: `.github/prloop.yml:4: unknown key "reviwers"`},
+			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "a change of the policy file waits for a person", events: []events.Data{&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending,
+			Detail: "waiting for a human approval: this PR changes .github/prloop.yml"}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "waiting for a human approval: this PR changes .github/prloop.yml"}},
+		{name: "a ceiling cut the policy file", events: []events.Data{
+			&events.ReviewApproved{Base: events.Base{PR: pr1, HeadSHA: headA, PolicyWarning: "ceiling: merge.method=merge"}, Status: events.StatusApproved, Approvers: []string{"alice"}},
+		}, want: prstatus.Line{State: prstatus.Success, Text: "approved by alice (ceiling: merge.method=merge)"}},
+		{name: "a later status without the cut drops the warning", events: []events.Data{
+			&events.ReviewPending{Base: events.Base{PR: pr1, HeadSHA: headA, PolicyWarning: "ceiling: merge.method=merge"}, Status: events.StatusPending},
+			approved,
+		}, want: prstatus.Line{State: prstatus.Success, Text: "approved by alice"}},
+		{name: "approved after the hold", events: []events.Data{
+			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending, Detail: "waiting for a human approval: this PR changes .github/prloop.yml"},
+			approved,
+		}, want: prstatus.Line{State: prstatus.Success, Text: "approved by alice"}},
 		{name: "reviewing", events: []events.Data{&events.ReviewInProgress{Base: base(pr1, headA), Status: events.StatusInProgress, Actor: "alice"}},
 			want: prstatus.Line{State: prstatus.Pending, Text: "👀 alice is reviewing"}},
 		{name: "changes requested, agent fixing", events: []events.Data{

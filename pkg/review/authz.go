@@ -39,6 +39,7 @@ const DefaultPermissionCacheSize = 10000
 type Authorization struct {
 	reviewers map[string]bool
 	lookup    PermissionLookup
+	teams     TeamLookup
 	ttl       time.Duration
 	maxStale  time.Duration
 	size      int
@@ -89,30 +90,94 @@ func (a *Authorization) For(ctx context.Context, repo ghref.Repo, log *slog.Logg
 	return &Permissions{a: a, ctx: ctx, repo: repo, log: log}
 }
 
+// TeamLookup reports whether login is an active member of the
+// organisation team org/slug (the GitHub client's IsTeamMember).
+type TeamLookup func(ctx context.Context, org, slug, login string) (bool, error)
+
+// WithTeams lets reviewer lists name organisation teams ("@org/team"),
+// whose memberships are looked up with lookup and cached with the same
+// freshness and stale-on-error rules as permissions.
+func (a *Authorization) WithTeams(lookup TeamLookup) *Authorization {
+	a.teams = lookup
+	return a
+}
+
+// ForReviewers is For with the reviewer list of one repository's policy
+// in place of the configured one: logins and "@org/team" teams, or, when
+// empty, everyone with write permission.
+func (a *Authorization) ForReviewers(ctx context.Context, repo ghref.Repo, reviewers []string, log *slog.Logger) *Permissions {
+	p := a.For(ctx, repo, log)
+	p.override, p.logins, p.teams = true, nil, nil
+	for _, r := range reviewers {
+		r = strings.ToLower(strings.TrimSpace(r))
+		if org, slug, ok := strings.Cut(strings.TrimPrefix(r, "@"), "/"); ok && strings.HasPrefix(r, "@") {
+			p.teams = append(p.teams, [2]string{org, slug})
+		} else if r != "" {
+			if p.logins == nil {
+				p.logins = map[string]bool{}
+			}
+			p.logins[r] = true
+		}
+	}
+	return p
+}
+
 // Permissions is one evaluation's view of an Authorization.
 type Permissions struct {
 	a    *Authorization
 	ctx  context.Context
 	repo ghref.Repo
 	log  *slog.Logger
+	// override: a repository's policy names the reviewers (logins and
+	// teams); with neither, write permission decides.
+	override bool
+	logins   map[string]bool
+	teams    [][2]string
 
 	mu   sync.Mutex
 	errs []error
 }
 
 // Authorized reports whether login may review; it is a review.Authorizer.
-// A permission that could not be looked up and has no earlier answer
-// counts as "no" here and is reported by Err.
+// A permission or membership that could not be looked up and has no
+// earlier answer counts as "no" here and is reported by Err.
 func (p *Permissions) Authorized(login string) bool {
 	a := p.a
 	key := strings.ToLower(login)
-	if a.reviewers != nil {
+	if !p.override && a.reviewers != nil {
 		return a.reviewers[key]
+	}
+	if p.override && (p.logins != nil || p.teams != nil) {
+		if p.logins[key] {
+			return true
+		}
+		for _, t := range p.teams {
+			if a.teams == nil {
+				continue
+			}
+			org, slug := t[0], t[1]
+			if p.cached("team:"+org+"/"+slug+"\x00"+key, login, "membership of "+login+" in @"+org+"/"+slug, func() (bool, error) {
+				return a.teams(p.ctx, org, slug, login)
+			}) {
+				return true
+			}
+		}
+		return false
 	}
 	if a.lookup == nil {
 		return false
 	}
-	ckey := p.repo.Key() + "\x00" + key
+	return p.cached(p.repo.Key()+"\x00"+key, login, fmt.Sprintf("permission of %s on %s", login, p.repo), func() (bool, error) {
+		role, err := a.lookup(p.ctx, p.repo, login)
+		return role == "admin" || role == "maintain" || role == "write", err
+	})
+}
+
+// cached answers a yes/no question about login from the cache while it is
+// fresh, otherwise by asking; a failed ask falls back to an answer up to
+// maxStale past its freshness, and is recorded for Err without one.
+func (p *Permissions) cached(ckey, login, what string, ask func() (bool, error)) bool {
+	a := p.a
 	a.mu.Lock()
 	e, known := a.cache[ckey]
 	a.mu.Unlock()
@@ -120,22 +185,21 @@ func (p *Permissions) Authorized(login string) bool {
 	if known && age < a.ttl {
 		return e.ok
 	}
-	role, err := a.lookup(p.ctx, p.repo, login)
+	ok, err := ask()
 	if err != nil {
 		if known && age < a.ttl+a.maxStale {
 			if p.log != nil {
-				p.log.Warn("permission lookup failed; using the last known answer", "user", login, "authorized", e.ok, "age", age.Round(time.Second), "err", err)
+				p.log.Warn("reviewer lookup failed; using the last known answer", "user", login, "what", what, "authorized", e.ok, "age", age.Round(time.Second), "err", err)
 			}
 			return e.ok
 		}
 		p.mu.Lock()
-		p.errs = append(p.errs, fmt.Errorf("permission of %s on %s: %w: %w", login, p.repo, ErrPermissionUnknown, err))
+		p.errs = append(p.errs, fmt.Errorf("%s: %w: %w", what, ErrPermissionUnknown, err))
 		p.mu.Unlock()
 		return false
 	}
-	allowed := role == "admin" || role == "maintain" || role == "write"
-	a.store(ckey, permEntry{ok: allowed, at: a.now()})
-	return allowed
+	a.store(ckey, permEntry{ok: ok, at: a.now()})
+	return ok
 }
 
 // Err returns the permissions that were needed but unknown (wrapping

@@ -104,6 +104,11 @@ type PR struct {
 	// MissingReviewers are the quorum reviewers that had not responded on
 	// the head at the last evaluation.
 	MissingReviewers []string `json:"missing_reviewers,omitempty"`
+	// PolicyHold is why the repository's policy holds the PR's verdict
+	// back (an invalid .github/prloop.yml on the base, a change of that
+	// file without a human approval), as last published with its pending
+	// status; "" when nothing holds it.
+	PolicyHold string `json:"policy_hold,omitempty"`
 	// WorkflowFailedHead is the head for which a failed review workflow was
 	// escalated, so it is escalated once per head.
 	WorkflowFailedHead string `json:"workflow_failed_head,omitempty"`

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/policy"
 )
 
 // DefaultLabel is the escalation label unless PRLOOP_ESCALATION_LABEL says
@@ -27,6 +28,9 @@ type Config struct {
 	// Mentions are GitHub logins or teams (org/team) the escalation comment
 	// mentions, e.g. "alice,acme/maintainers".
 	Mentions []string `envconfig:"PRLOOP_ESCALATION_MENTIONS" desc:"GitHub logins or teams (org/team) the escalation comment mentions"`
+	// Settings are the operator's settings on repository policies
+	// (.github/prloop.yml: the label and mentions).
+	policy.Settings
 	// WebhookURL, when set, receives a JSON summary of each escalation
 	// (Slack-compatible "text" plus structured fields). It is a secret: Slack
 	// webhook URLs are credentials, so it is never logged.
@@ -56,7 +60,7 @@ var mentionRE = regexp.MustCompile(`^@?[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:/[A-Z
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Config.Validate()}
+	errs := []error{c.Common.Validate(), c.Config.Validate(), c.Settings.Validate()}
 	if l := strings.TrimSpace(c.Label); l == "" || len(l) > 50 || strings.Contains(l, ",") {
 		errs = append(errs, fmt.Errorf("PRLOOP_ESCALATION_LABEL=%q: want a GitHub label name, 1 to 50 characters without commas", c.Label))
 	}

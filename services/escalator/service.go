@@ -55,6 +55,7 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/policy"
 )
 
 // Name is the service's name: its durable consumer, its event source
@@ -112,6 +113,8 @@ type Service struct {
 	d    Deps
 	emit *events.Emitter
 	log  *slog.Logger
+	// pol reads each base's .github/prloop.yml (policy.go).
+	pol *policy.Reader
 }
 
 var _ app.Service = (*Service)(nil)
@@ -130,7 +133,7 @@ func New(cfg Config, d Deps) *Service {
 	if d.Metrics == nil {
 		d.Metrics = metrics.NewEscalator(nil)
 	}
-	return &Service{cfg: cfg, d: d, emit: events.NewEmitter(d.JS, Name), log: d.Log}
+	return &Service{cfg: cfg, d: d, emit: events.NewEmitter(d.JS, Name), log: d.Log, pol: newPolicies(cfg, d.GitHub)}
 }
 
 // WebhookOf returns the configured webhook, or nil.
@@ -235,8 +238,8 @@ func (s *Service) Escalate(ctx context.Context, r Request) error {
 	epoch := r.Epoch
 	key := claimKey(r) + "." + events.EpochPart(epoch)
 
-	opts := CommentOptions{Label: s.cfg.Label, Mentions: s.cfg.Mentions}
-	if _, err := s.d.GitHub.AddLabels(lctx, r.PR, s.cfg.Label); err != nil {
+	opts := s.optionsFor(lctx, r.PR, log)
+	if _, err := s.d.GitHub.AddLabels(lctx, r.PR, opts.Label); err != nil {
 		if errors.Is(err, github.ErrNotFound) {
 			log.Warn("PR not found on GitHub; cannot escalate", "err", err)
 			return nil

@@ -191,7 +191,19 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 			Labelled: hasLabel(a.pull, s.cfg.EscalationLabel), Head: a.pull.GetHead().GetSHA(),
 		}
 	}
-	act := plan(req, a.prev, snap, s.limits())
+	lim := s.limits()
+	if snap.Found {
+		eff, err := a.policyOf(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if eff.Invalid != nil {
+			a.log.Warn("the base's policy file is invalid; no agent runs", "why", eff.Invalid)
+			return a.skip(ctx, eff.Invalid.Error())
+		}
+		lim = s.limitsUnder(eff)
+	}
+	act := plan(req, a.prev, snap, lim)
 	a.rec, a.cycle = act.rec, act.cycle
 	if act.kind == actRerun {
 		a.log.Info(act.note)
@@ -484,8 +496,12 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 			addressed[k] = true
 		}
 	}
-	perms := s.auth.For(ctx, pr.RepoRef(), a.log)
-	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: at, Author: a.pull.GetUser().GetLogin(), Addressed: addressed}, s.policy, perms.Authorized)
+	eff, err := a.policyOf(ctx)
+	if err != nil {
+		return "", err
+	}
+	pol, perms := eff.Review(ctx, s.policy, s.auth, pr.RepoRef(), a.log)
+	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: at, Author: a.pull.GetUser().GetLogin(), Addressed: addressed}, pol, perms.Authorized)
 	if err := perms.Err(); err != nil {
 		// Without every reviewer's permission the feedback is not known:
 		// try again later rather than skip or address part of it.
@@ -500,7 +516,7 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 	}
 	// Whom to tell when the fix is pushed is known only now: a resume
 	// after the push gathers nothing.
-	aud := audienceOf(v.Feedback, s.policy.Quorum)
+	aud := audienceOf(v.Feedback, pol.Quorum)
 	a.rec.Audience = &aud
 	return a.render(PromptData{
 		Comments: Comments(v.Feedback, s.cfg.PromptMaxBytes),

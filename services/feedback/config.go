@@ -11,6 +11,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/sandbox"
 )
@@ -20,6 +21,9 @@ type Config struct {
 	config.Common
 	github.Config
 	review.PolicyConfig
+	// Settings are the operator's limits on repository policies
+	// (.github/prloop.yml: the fix cycles).
+	policy.Settings
 
 	// Concurrency bounds the PRs addressed at once by this replica; each PR
 	// has at most one attempt in flight across all replicas.
@@ -130,7 +134,7 @@ type Config struct {
 
 // Validate checks the configuration; errors name the variable.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Config.Validate(), c.PolicyConfig.Validate()}
+	errs := []error{c.Common.Validate(), c.Config.Validate(), c.PolicyConfig.Validate(), c.Settings.Validate()}
 	positive := []struct {
 		name string
 		v    time.Duration

@@ -45,6 +45,7 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/sandbox"
 )
@@ -115,6 +116,7 @@ type Service struct {
 	emit    *events.Emitter
 	auth    *review.Authorization
 	policy  review.Policy
+	pol     *policy.Reader // each base's .github/prloop.yml (policy.go)
 	tmpl    *template.Template
 	agent   Agent
 	// git is prloop's git with the process's environment (the sweep uses
@@ -199,6 +201,7 @@ func New(cfg Config, d Deps) (*Service, error) {
 		sleep:    ctxtime.Sleep,
 		worksDir: dir,
 	}
+	s.pol = newPolicies(cfg, d.GitHub, s.auth)
 	s.git = &realGit{
 		Bin: d.GitBin, Name: cfg.GitAuthorName, Email: cfg.GitAuthorEmail, Token: d.GitHub.GitToken,
 		Sandbox: d.Sandbox, MaxBundleBytes: cfg.AgentMaxBytes,

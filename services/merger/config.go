@@ -8,6 +8,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/review"
 )
 
@@ -44,6 +45,9 @@ type Config struct {
 	// the same settings the poller reads: the merger recomputes the verdict
 	// on the head it merges and must reach the poller's answer.
 	review.PolicyConfig
+	// Settings are the operator's limits on repository policies
+	// (.github/prloop.yml: the method, checks and branch deletion).
+	policy.Settings
 
 	// MergeMethod is how PRs are merged: squash, merge or rebase. It is
 	// always sent, because GitHub's own default is a merge commit.
@@ -137,7 +141,7 @@ func (c Config) requiredChecks() []string {
 
 // Validate checks the configuration.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Config.Validate(), c.PolicyConfig.Validate()}
+	errs := []error{c.Common.Validate(), c.Config.Validate(), c.PolicyConfig.Validate(), c.Settings.Validate()}
 	switch c.MergeMethod {
 	case github.MergeMethodSquash, github.MergeMethodMerge, github.MergeMethodRebase:
 	default:

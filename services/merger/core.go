@@ -141,6 +141,18 @@ type Outcome struct {
 	Verdict landVerdict
 	// BaseSHA is the base tip a conflict was found with.
 	BaseSHA string
+	// Settings are how a merge was made (the base's policy: method,
+	// branch deletion), for merged; nil for a merge found made (a lost
+	// answer after a restart), which the operator's settings describe.
+	Settings *mergeSettings
+}
+
+// with is o with the settings its merge was made with.
+func (o Outcome) with(ms mergeSettings) Outcome {
+	if o.Kind == merged {
+		o.Settings = &ms
+	}
+	return o
 }
 
 // outcomeKind names what a command found out.
@@ -374,6 +386,9 @@ func afterCommand(e Entry, out Outcome, now time.Time, pol Policy) Transition {
 		next.Intent = nil
 		return Transition{Next: next, Why: "the head moved during the branch update"}
 	case merged:
+		if ms := out.Settings; ms != nil {
+			pol.MergeMethod, pol.DeleteBranch = ms.Method, ms.DeleteBranch
+		}
 		return landed(next, out.MergeSHA, out.MergedTree, pol)
 	case refused:
 		// Refused and not merged (or not updated): nothing of ours to

@@ -250,7 +250,11 @@ func (s *Service) requiredChecks(ctx context.Context, repo ghref.Repo, base stri
 	if err != nil {
 		return nil, fmt.Errorf("required checks of %s of %s: %w", base, repo, err)
 	}
-	return union(required, s.cfg.requiredChecks()), nil
+	extra, err := s.policyChecks(ctx, repo, base)
+	if err != nil {
+		return nil, err
+	}
+	return union(required, extra), nil
 }
 
 // readChecks reads what EvaluateChecks looks at on sha, but for what is
@@ -303,14 +307,25 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 	if v := mayLand(l); !v.ok() {
 		return Outcome{Kind: withheld, Verdict: v}
 	}
+	// The base's .github/prloop.yml at the tip just read says how to merge
+	// and may hold the merge back (policy.go): an invalid file, or a PR
+	// changing the file without a person's approval, leaves the queue as
+	// an approval that no longer stands.
+	ms, err := s.mergeSettingsOf(ctx, st.PR, st.Base, l.Tip, c.Head, l.Approval.Approvers)
+	if err != nil {
+		return Outcome{Kind: transient, Err: err}
+	}
+	if ms.Hold != "" {
+		return Outcome{Kind: withheld, Verdict: landVerdict{Refusal: refusedApproval, Reason: events.ReasonApprovalWithdrawn, Why: ms.Hold}}
+	}
 	res, err := s.d.GitHub.Merge(ctx, st.PR, github.MergeOptions{
-		Method: s.cfg.MergeMethod, SHA: c.Head, Title: commitTitle(p), Message: p.GetBody(),
+		Method: ms.Method, SHA: c.Head, Title: commitTitle(p), Message: p.GetBody(),
 		// The tip was read right before: a failed call is not sent again
 		// on it later; the next pass reads the tip (and the PR) again.
 		Once: true,
 	})
 	if err == nil {
-		return s.mergedAs(ctx, *st, res.GetSHA())
+		return s.mergedAs(ctx, *st, res.GetSHA()).with(ms)
 	}
 	if ctx.Err() != nil {
 		return Outcome{Kind: transient, Err: ctx.Err()}
@@ -318,7 +333,7 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 	// Before anything else: did it merge after all (a lost answer)?
 	if after, gerr := s.d.GitHub.GetPull(ctx, st.PR); gerr == nil && after.GetMerged() {
 		log.Info("the merge call failed, but the PR is merged", "err", err)
-		return s.mergedAs(ctx, *st, after.GetMergeCommitSHA())
+		return s.mergedAs(ctx, *st, after.GetMergeCommitSHA()).with(ms)
 	}
 	if isRefusal(err) {
 		return Outcome{Kind: refused, Err: fmt.Errorf("merge: %w", err)}

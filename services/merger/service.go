@@ -145,6 +145,8 @@ type Service struct {
 	// auth and policy judge review signals exactly as the poller does.
 	auth   *review.Authorization
 	policy review.Policy
+	// pol reads each base's .github/prloop.yml (policy.go).
+	pol *policies
 
 	mu     sync.Mutex
 	active map[string]bool // queue ids this replica is draining
@@ -167,11 +169,13 @@ func New(cfg Config, d Deps) *Service {
 	if d.Metrics == nil {
 		d.Metrics = metrics.NewMerger(nil)
 	}
-	return &Service{
+	s := &Service{
 		cfg: cfg, d: d, q: queue{kv: d.Queue}, emit: events.NewEmitter(d.JS, Name), log: d.Log,
 		kick: make(chan struct{}, 1), active: map[string]bool{},
 		auth: cfg.Authorization(d.GitHub.GetPermission), policy: cfg.Policy(d.Self),
 	}
+	s.pol = newPolicies(cfg, d.GitHub, s.auth)
+	return s
 }
 
 // FromRuntime builds the merger for a process: the GitHub client from cfg,

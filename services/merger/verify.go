@@ -104,8 +104,15 @@ func (s *Service) verify(ctx context.Context, pr ghref.PR, in ApprovalInput, log
 	if err != nil {
 		return ApprovalCheck{}, err
 	}
-	perms := s.auth.For(ctx, pr.RepoRef(), log)
-	check := CheckApproval(sig, in, s.policy, perms.Authorized)
+	base := in.ApprovedBase
+	if base == "" {
+		base = in.Base
+	}
+	pol, perms, err := s.reviewPolicy(ctx, pr, base, log)
+	if err != nil {
+		return ApprovalCheck{}, err
+	}
+	check := CheckApproval(sig, in, pol, perms.Authorized)
 	if err := perms.Err(); err != nil {
 		// An approver whose permission is unknown is neither counted nor
 		// refused: the check is made again later.

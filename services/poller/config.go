@@ -10,6 +10,7 @@ import (
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/review"
 )
@@ -21,6 +22,7 @@ type Config struct {
 	config.Common
 	github.Config
 	review.PolicyConfig
+	policy.Settings
 
 	// Repos are watched whole: every open PR there (optionally filtered by
 	// WatchLabel and WatchAuthors) is watched without a watch request.
@@ -127,7 +129,7 @@ func (c Config) RepoRefs() []ghref.Repo {
 
 // Validate checks the configuration; errors name the variable.
 func (c Config) Validate() error {
-	errs := []error{c.Common.Validate(), c.Config.Validate(), c.PolicyConfig.Validate()}
+	errs := []error{c.Common.Validate(), c.Config.Validate(), c.PolicyConfig.Validate(), c.Settings.Validate()}
 	for _, r := range c.Repos {
 		if strings.TrimSpace(r) == "" {
 			continue // PRLOOP_REPOS= (set but empty) means none

@@ -42,6 +42,12 @@ type Observation struct {
 	// Checks are the head's checks as judged (checks.go); nil when not
 	// read.
 	Checks *CheckFacts
+	// Hold is why the repository's policy holds the verdict back (see
+	// policyHold): the status is published as pending with it as detail.
+	Hold string
+	// PolicyWarning says what of the policy file the operator's ceilings
+	// cut; the review statuses carry it to the status line.
+	PolicyWarning string
 }
 
 // Timing holds the policy knobs decide needs.
@@ -144,8 +150,13 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	}
 
 	out := resumed(cur, next)
-	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title}
+	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title, PolicyWarning: obs.PolicyWarning}
 	status := v.Status
+	if obs.Hold != "" {
+		status = events.StatusPending // the policy holds the verdict back: policyHold
+	}
+	holdMoved := status == events.StatusPending && obs.Hold != cur.PolicyHold
+	next.PolicyHold = obs.Hold
 	if (resolved || next.Status == events.StatusApproved && next.HeadSHA == next.MergeUpdatedHeadSHA) && status != events.StatusChangesRequested {
 		// The merger brought the approved head up to date itself: the
 		// approval stands until a reviewer asks for changes.
@@ -157,7 +168,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	// published again when the set of missing bots changes.
 	quorumMoved := v.Quorum != nil && status == next.Status && (status == events.StatusInProgress || status == events.StatusPending) &&
 		!slices.Equal(cur.MissingReviewers, next.MissingReviewers)
-	if (status != next.Status || quorumMoved) && !suppressed {
+	if (status != next.Status || quorumMoved || holdMoved) && !suppressed {
 		next.Transitions++
 		parts := []string{ghref.EventSHA(next.HeadSHA), strconv.Itoa(next.Transitions)}
 		var responded []string
@@ -190,7 +201,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 				next.AskedItems = append(next.AskedItems, it.Key())
 			}
 		default:
-			out = append(out, Emit{Data: &events.ReviewPending{Base: base, Status: events.StatusPending, MissingReviewers: next.MissingReviewers}, Parts: parts})
+			out = append(out, Emit{Data: &events.ReviewPending{Base: base, Status: events.StatusPending, Detail: obs.Hold, MissingReviewers: next.MissingReviewers}, Parts: parts})
 			status = events.StatusPending
 		}
 		next.Status = status

@@ -30,6 +30,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -114,8 +115,13 @@ type Service struct {
 	emit   *events.Emitter
 	auth   *review.Authorization
 	policy review.Policy
-	timing Timing
-	sem    chan struct{}
+	pol    *policy.Reader // each base's .github/prloop.yml
+	// timings are the review timeout and escalation label each base's
+	// policy set at its last evaluation (by repository and base), for the
+	// ticks that decide without reading GitHub (timingOf).
+	timings sync.Map
+	timing  Timing
+	sem     chan struct{}
 
 	// reopenWatchCap bounds each repository's closed set.
 	reopenWatchCap int
@@ -189,6 +195,7 @@ func New(cfg Config, d Deps) *Service {
 		reopenWatchCap: defaultReopenWatchCap,
 		sweepInterval:  defaultSweepInterval,
 	}
+	s.pol = newPolicies(cfg, d.GitHub, s.auth)
 	for _, repo := range cfg.RepoRefs() {
 		s.repo(repo).discover = true
 	}
@@ -667,7 +674,7 @@ func (s *Service) labelled(ctx context.Context, pr ghref.PR, d *events.Escalated
 		if !next.EscalationLabelSeen {
 			next.EscalationLabelSeen, next.EscalationLabelSeenAt = true, time.Time{}
 		}
-		resumeAfterEscalation(&next, seen.labels, seen.updated, s.d.Now(), s.timing)
+		resumeAfterEscalation(&next, seen.labels, seen.updated, s.d.Now(), s.timingOf(pr.RepoRef(), seen.base))
 		return Decision{Next: next, Emits: resumed(cur, next)}
 	})
 }

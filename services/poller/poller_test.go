@@ -515,7 +515,7 @@ func TestPoller_DiscoveryOfUntouchedPRsCostsOnlyTheProbe(t *testing.T) {
 	for _, route := range []string{
 		"GET /repos/{owner}/{repo}/issues/{number}/reactions", "GET /repos/{owner}/{repo}/issues/{number}/comments",
 		"GET /repos/{owner}/{repo}/pulls/{number}/reviews", "GET /repos/{owner}/{repo}/pulls/{number}/comments",
-		"GET /repos/{owner}/{repo}/commits/{ref}", "GET /repos/{owner}/{repo}/pulls/{number}",
+		"GET /repos/{owner}/{repo}/commits/{ref...}", "GET /repos/{owner}/{repo}/pulls/{number}",
 	} {
 		assert.Zero(t, st.ByRoute[route], route)
 	}
@@ -527,7 +527,7 @@ func TestPoller_DiscoveryOfUntouchedPRsCostsOnlyTheProbe(t *testing.T) {
 	assert.Equal(t, 1, st.ByRoute[reactionsRoute], "a reaction is read once")
 	for _, route := range []string{
 		"GET /repos/{owner}/{repo}/issues/{number}/comments", "GET /repos/{owner}/{repo}/pulls/{number}/reviews",
-		"GET /repos/{owner}/{repo}/pulls/{number}/comments", "GET /repos/{owner}/{repo}/commits/{ref}",
+		"GET /repos/{owner}/{repo}/pulls/{number}/comments", "GET /repos/{owner}/{repo}/commits/{ref...}",
 	} {
 		assert.Zero(t, st.ByRoute[route], "a change of reactions alone reads nothing else: %s", route)
 	}

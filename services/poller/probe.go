@@ -366,10 +366,14 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	}
 	rw.mu.Unlock()
 	author := p.author
-	perms := s.auth.For(ctx, pr.RepoRef(), log)
+	j, err := s.judge(ctx, pr, p.base, head, log)
+	if err != nil {
+		return fmt.Errorf("evaluate %s: %w", pr, err)
+	}
+	perms := j.perms
 	now := s.d.Now()
 	since := baseSince(cur, p.base, now)
-	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, BaseSince: since, Author: author, Addressed: cur.Addressed()}, s.policy, perms.Authorized)
+	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, BaseSince: since, Author: author, Addressed: cur.Addressed()}, j.review, perms.Authorized)
 	if err := perms.Err(); err != nil {
 		// Deciding without a reviewer's permission would flip the verdict
 		// (an approver not counted drops an approval): evaluate again on
@@ -379,6 +383,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	obs := Observation{
 		HeadSHA: head, Anchor: anchor, Base: p.base, BaseSince: since, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: now,
+		Hold: j.policyHold(verdict, s.policy.Self), PolicyWarning: j.eff.CeilingNote(),
 	}
 	obs.Checks = s.readChecks(ctx, cur, pr, head, p.base, verdict.Status, log)
 	if obs.Checks != nil && obs.Checks.Pending {
@@ -398,6 +403,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 			obs.RecheckAt = settled
 		}
 	}
+	j.recheck(&obs, s.cfg.PollInterval)
 	flaky := cur.Checks.FlakyPasses
 	defer func() {
 		rw.mu.Lock()
@@ -416,7 +422,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 			cur.Closed, cur.ClosedAt, cur.Merged = false, time.Time{}, false
 			cur.Status, cur.ReviewTimeoutSent, cur.WatchedSince = "", false, obs.Now
 		}
-		return decide(cur, obs, s.timing)
+		return decide(cur, obs, j.timing)
 	})
 }
 
@@ -510,11 +516,12 @@ func (s *Service) checkTimeout(ctx context.Context, rw *repoWatch, pr ghref.PR, 
 	rw.mu.Lock()
 	memo := rw.memo[pr.Number]
 	rw.mu.Unlock()
-	if len(memo.Outbox) == 0 && len(timeout(&memo, s.d.Now(), s.timing)) == 0 {
+	tm := s.timingOf(pr.RepoRef(), memo.BaseRef)
+	if len(memo.Outbox) == 0 && len(timeout(&memo, s.d.Now(), tm)) == 0 {
 		return nil
 	}
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
-		emits := timeout(&cur, s.d.Now(), s.timing)
+		emits := timeout(&cur, s.d.Now(), tm)
 		return Decision{Emits: emits, Next: cur, Hold: len(emits) == 0}
 	})
 }

@@ -1,0 +1,34 @@
+package feedback
+
+import (
+	"context"
+
+	"github.com/prloop/prloop/pkg/policy"
+	"github.com/prloop/prloop/pkg/review"
+)
+
+// newPolicies is the feedback service's reader of each base's
+// .github/prloop.yml (pkg/policy, the one owner of policy facts): the
+// fix limit, and whose review comments the agent is given.
+func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reader {
+	op := policy.FromReview(cfg.PolicyConfig)
+	op.MaxFixCycles, op.EscalationLabel = cfg.MaxFixCycles, cfg.EscalationLabel
+	op.AgentTimeout, op.AgentBudget, op.AgentMayEditWorkflows = cfg.AgentTimeout, cfg.AgentBudget, cfg.AgentMayEditWorkflows
+	op.Ceilings = policy.Ceilings{AgentTimeout: cfg.AgentTimeout, AgentBudget: cfg.AgentBudget, AgentMayEditWorkflows: cfg.AgentMayEditWorkflows}
+	return policy.NewReader(op, cfg.Settings, g, auth)
+}
+
+// policyOf is the effective policy of the attempt's PR: its base's file
+// now. An invalid file fails closed: the attempt is skipped, and no agent
+// runs in that repository on that base until the file is fixed.
+func (a *attempt) policyOf(ctx context.Context) (policy.Effective, error) {
+	e, _, err := a.s.pol.At(ctx, a.req.PR.RepoRef(), a.pull.GetBase().GetRef(), "")
+	return e, err
+}
+
+// limitsUnder are the service's limits with the fix cycles of e.
+func (s *Service) limitsUnder(e policy.Effective) limits {
+	lim := s.limits()
+	lim.MaxFixCycles = e.MaxFixCycles.V
+	return lim
+}
