@@ -95,6 +95,8 @@ type Feedback struct {
 	attempts  *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	agentRuns *prometheus.CounterVec
+	// Agent is what the agent presets' streams report.
+	Agent *Agent
 }
 
 // NewFeedback creates (or finds) the feedback service's metrics on reg.
@@ -108,6 +110,7 @@ func NewFeedback(reg prometheus.Registerer) *Feedback {
 			"How long working on one change request took, agent runs included, by outcome.", attemptBuckets, "outcome"),
 		agentRuns: counterVec(reg, "feedback_agent_runs_total",
 			"Coding agent runs, by result: fixed, failed, no_change, git_error, rewritten, error.", "result"),
+		Agent: NewAgent(reg),
 	}
 	for _, o := range []string{FeedbackAddressed, FeedbackEscalated, FeedbackSkipped, FeedbackDuplicate, FeedbackBusy, FeedbackError} {
 		f.attempts.WithLabelValues(o)

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prloop/prloop/pkg/config"
@@ -30,11 +29,38 @@ type Config struct {
 	// WorkspaceSweepInterval is how often the workspaces of closed or
 	// merged PRs are looked for and removed (a few PRs per sweep); 0: never.
 	WorkspaceSweepInterval time.Duration `envconfig:"PRLOOP_WORKSPACE_SWEEP_INTERVAL" default:"10m"`
-	// AgentCmd is the coding agent, run with sh -c in the worktree, in the
-	// sandbox, with the prompt on stdin and in the file named by
-	// PRLOOP_PROMPT_FILE (outside the worktree), PRLOOP_PR and
-	// PRLOOP_BRANCH in its environment, and no credentials of prloop's.
-	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD" default:"claude -p --permission-mode acceptEdits"`
+	// Agent is the agent preset (agentpreset.go, docs/agents.md):
+	// claude-code, codex or command. Unset, it is command when
+	// PRLOOP_AGENT_CMD is set and claude-code otherwise.
+	Agent string `envconfig:"PRLOOP_AGENT"`
+	// AgentCmd is the coding agent of PRLOOP_AGENT=command, run with sh -c
+	// in the worktree, in the sandbox, with the prompt on stdin and in the
+	// file named by PRLOOP_PROMPT_FILE (outside the worktree), PRLOOP_PR
+	// and PRLOOP_BRANCH in its environment, and no credentials of prloop's.
+	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD"`
+	// AgentModel, AgentArgs, AgentPermissionMode and AgentAllowedTools
+	// shape a preset's command line: its model, extra arguments (sh
+	// quoting, no expansions), and Claude Code's --permission-mode and
+	// --allowedTools.
+	AgentModel          string   `envconfig:"PRLOOP_AGENT_MODEL"`
+	AgentArgs           string   `envconfig:"PRLOOP_AGENT_ARGS"`
+	AgentPermissionMode string   `envconfig:"PRLOOP_AGENT_PERMISSION_MODE" default:"acceptEdits"`
+	AgentAllowedTools   []string `envconfig:"PRLOOP_AGENT_ALLOWED_TOOLS"`
+	// AgentMaxTurns bounds one run's turns, counted from a preset's
+	// stream; the run is stopped at the first turn over. 0: no bound.
+	AgentMaxTurns int `envconfig:"PRLOOP_AGENT_MAX_TURNS" default:"100"`
+	// AgentMaxCostUSD bounds what a preset's runs cost per PR, across all
+	// its runs and fix cycles; AgentDailyCostUSD what they cost across all
+	// PRs per UTC day (new runs wait for the next day). 0: no bound.
+	AgentMaxCostUSD   float64 `envconfig:"PRLOOP_AGENT_MAX_COST_USD" default:"20"`
+	AgentDailyCostUSD float64 `envconfig:"PRLOOP_AGENT_DAILY_COST_USD" default:"0"`
+	// AgentPrices prices tokens when a stream reports no cost (Codex
+	// always; Claude Code until its final result): model=input/output in
+	// USD per million tokens, comma-separated; "*" is any other model.
+	AgentPrices string `envconfig:"PRLOOP_AGENT_PRICES" default:"claude-opus*=15/75,claude-sonnet*=3/15,claude-haiku*=1/5,gpt-5*-mini*=0.25/2,*=1.25/10"`
+	// AgentTranscriptMaxBytes caps each run's kept transcript (the
+	// preset's JSONL stream, beside the agent log).
+	AgentTranscriptMaxBytes int64 `envconfig:"PRLOOP_AGENT_TRANSCRIPT_MAX_BYTES" default:"4194304"`
 	// AgentTimeout bounds one agent run; its whole sandbox is then killed.
 	AgentTimeout time.Duration `envconfig:"PRLOOP_AGENT_TIMEOUT" default:"10m"`
 	// AgentBudget bounds the agent wall time spent on one PR across all
@@ -148,9 +174,7 @@ func (c Config) Validate() error {
 	if c.AgentBackoff < 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_AGENT_BACKOFF=%s: want a duration of 0 or more", c.AgentBackoff))
 	}
-	if strings.TrimSpace(c.AgentCmd) == "" {
-		errs = append(errs, errors.New("PRLOOP_AGENT_CMD is empty: name the coding agent, e.g. claude -p --permission-mode acceptEdits"))
-	}
+	errs = append(errs, c.validateAgent())
 	for _, n := range []struct {
 		name string
 		v    int64

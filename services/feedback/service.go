@@ -116,6 +116,8 @@ type Service struct {
 	policy  review.Policy
 	tmpl    *template.Template
 	agent   Agent
+	// spec is the agent's command line (PRLOOP_AGENT and its settings).
+	spec agentSpec
 	// git is prloop's git with the process's environment (the sweep uses
 	// it); newGit gives an attempt one with the attempt's environment.
 	git      *realGit
@@ -166,6 +168,14 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PRLOOP_PROMPT_TEMPLATE: %w", err)
 	}
+	spec, err := cfg.agentSpec()
+	if err != nil {
+		return nil, err
+	}
+	prices, err := parsePrices(cfg.AgentPrices)
+	if err != nil {
+		return nil, fmt.Errorf("PRLOOP_AGENT_PRICES: %w", err)
+	}
 	dir := cfg.WorkspaceDir
 	if dir == "" {
 		dir = filepath.Join(cfg.DataDir, "workspace")
@@ -186,9 +196,11 @@ func New(cfg Config, d Deps) (*Service, error) {
 		policy: cfg.Policy(d.Self),
 		tmpl:   tmpl,
 		agent: &sandboxAgent{
-			Cmd: cfg.AgentCmd, Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes,
+			Spec: spec, Prices: prices, TranscriptMaxBytes: cfg.AgentTranscriptMaxBytes, Model: cfg.AgentModel,
+			Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes,
 			Sandbox: d.Sandbox,
 		},
+		spec:     spec,
 		sleep:    ctxtime.Sleep,
 		worksDir: dir,
 	}

@@ -1,0 +1,138 @@
+package feedback
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Agent presets (PRLOOP_AGENT): prloop builds the command line of the
+// coding agents people use and reads their structured output (turns,
+// tools, cost), so that it can enforce its own budgets and keep a
+// transcript. "command" is any other agent: PRLOOP_AGENT_CMD run by sh,
+// opaque to prloop.
+
+// Preset names an agent preset.
+type Preset string
+
+// The presets.
+const (
+	// PresetClaudeCode runs Claude Code: claude -p --output-format stream-json.
+	PresetClaudeCode Preset = "claude-code"
+	// PresetCodex runs OpenAI's Codex CLI: codex exec --json.
+	PresetCodex Preset = "codex"
+	// PresetCommand runs PRLOOP_AGENT_CMD with sh -c; no stream is read.
+	PresetCommand Preset = "command"
+)
+
+// agentSpec is how one agent run is started: the argv, or the shell
+// command, and the environment a preset adds.
+type agentSpec struct {
+	Preset Preset
+	// Args is the argv of a preset; Shell the command of PresetCommand.
+	Args  []string
+	Shell string
+	// Env is added to the run's environment: each CLI's switches against
+	// telemetry and self-updates, which a sandboxed, unattended run must
+	// not attempt.
+	Env []string
+}
+
+// program is the program the spec runs first, for the start-up check;
+// false when only the shell knows it (see agentProgram).
+func (s agentSpec) program() (string, bool) {
+	if s.Preset == PresetCommand {
+		return agentProgram(s.Shell)
+	}
+	return s.Args[0], true
+}
+
+// argv is what the sandbox runs.
+func (s agentSpec) argv() []string {
+	if s.Preset == PresetCommand {
+		return []string{"sh", "-c", s.Shell}
+	}
+	return s.Args
+}
+
+// preset resolves PRLOOP_AGENT: unset, it is "command" when
+// PRLOOP_AGENT_CMD is set (prloop's behaviour before presets) and
+// "claude-code" otherwise.
+func (c Config) preset() Preset {
+	if c.Agent == "" {
+		if strings.TrimSpace(c.AgentCmd) != "" {
+			return PresetCommand
+		}
+		return PresetClaudeCode
+	}
+	return Preset(c.Agent)
+}
+
+// agentSpec builds the run's command line from the settings.
+func (c Config) agentSpec() (agentSpec, error) {
+	extra, err := splitArgs(c.AgentArgs)
+	if err != nil {
+		return agentSpec{}, fmt.Errorf("PRLOOP_AGENT_ARGS: %w", err)
+	}
+	switch p := c.preset(); p {
+	case PresetClaudeCode:
+		args := []string{"claude", "-p", "--output-format", "stream-json", "--verbose"}
+		if c.AgentPermissionMode != "" {
+			args = append(args, "--permission-mode", c.AgentPermissionMode)
+		}
+		if c.AgentModel != "" {
+			args = append(args, "--model", c.AgentModel)
+		}
+		if c.AgentMaxTurns > 0 {
+			// The CLI's own cap is a backstop one turn above prloop's,
+			// which stops the run at the first turn over the budget.
+			args = append(args, "--max-turns", strconv.Itoa(c.AgentMaxTurns+1))
+		}
+		if len(c.AgentAllowedTools) > 0 {
+			args = append(args, "--allowedTools", strings.Join(c.AgentAllowedTools, ","))
+		}
+		return agentSpec{Preset: p, Args: append(args, extra...), Env: []string{
+			// Documented switches of Claude Code's settings: no
+			// auto-update, telemetry, error reporting or other
+			// non-essential traffic from an unattended run.
+			"DISABLE_AUTOUPDATER=1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+			"DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
+		}}, nil
+	case PresetCodex:
+		// prloop's sandbox confines the run; Codex's own workspace-write
+		// sandbox keeps it to the worktree inside it. The worktree may be
+		// prloop's clone, which Codex would not call trusted.
+		args := []string{"codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check"}
+		if c.AgentModel != "" {
+			args = append(args, "-m", c.AgentModel)
+		}
+		// "-" reads the prompt from stdin, after the extra arguments.
+		return agentSpec{Preset: p, Args: append(append(args, extra...), "-"), Env: []string{"NO_COLOR=1"}}, nil
+	case PresetCommand:
+		if strings.TrimSpace(c.AgentCmd) == "" {
+			return agentSpec{}, errors.New("PRLOOP_AGENT=command needs PRLOOP_AGENT_CMD, e.g. claude -p --permission-mode acceptEdits")
+		}
+		if len(extra) > 0 {
+			return agentSpec{}, errors.New("PRLOOP_AGENT_ARGS is for the presets; with PRLOOP_AGENT=command, put the arguments in PRLOOP_AGENT_CMD")
+		}
+		return agentSpec{Preset: p, Shell: c.AgentCmd}, nil
+	default:
+		return agentSpec{}, fmt.Errorf("PRLOOP_AGENT=%s: want claude-code, codex or command", c.Agent)
+	}
+}
+
+// splitArgs splits s into words as sh would, quotes included, but refuses
+// expansions: the arguments are passed as they are, with no shell.
+func splitArgs(s string) ([]string, error) {
+	var out []string
+	for rest := strings.TrimSpace(s); rest != ""; rest = strings.TrimSpace(rest) {
+		word, lit, tail, ok := shellWord(rest)
+		if !ok || strings.ContainsAny(lit, "$`;&|<>()") {
+			return nil, fmt.Errorf("%q: want plain words, quoted as in sh, without expansions or operators", s)
+		}
+		out = append(out, word)
+		rest = tail
+	}
+	return out, nil
+}
