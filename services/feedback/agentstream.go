@@ -306,6 +306,10 @@ func (p *streamParser) codex(b []byte) error {
 	return nil
 }
 
+// defaultTranscriptMaxBytes is PRLOOP_AGENT_TRANSCRIPT_MAX_BYTES's
+// default, for a Config built without envconfig's defaults.
+const defaultTranscriptMaxBytes = 4 << 20
+
 // maxStreamLine bounds a line the parser reads; a longer one (a huge tool
 // result) is kept in the transcript, within its cap, but not parsed.
 const maxStreamLine = 4 << 20

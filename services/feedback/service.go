@@ -172,6 +172,9 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.AgentTranscriptMaxBytes <= 0 {
+		cfg.AgentTranscriptMaxBytes = defaultTranscriptMaxBytes
+	}
 	prices, err := parsePrices(cfg.AgentPrices)
 	if err != nil {
 		return nil, fmt.Errorf("PRLOOP_AGENT_PRICES: %w", err)
