@@ -69,8 +69,10 @@ func (c Config) preset() Preset {
 	return Preset(c.Agent)
 }
 
-// agentSpec builds the run's command line from the settings.
-func (c Config) agentSpec() (agentSpec, error) {
+// agentSpec builds the run's command line from the settings; confined
+// says prloop's sandbox confines the run (PRLOOP_AGENT_SANDBOX is not
+// none).
+func (c Config) agentSpec(confined bool) (agentSpec, error) {
 	extra, err := splitArgs(c.AgentArgs)
 	if err != nil {
 		return agentSpec{}, fmt.Errorf("PRLOOP_AGENT_ARGS: %w", err)
@@ -100,10 +102,20 @@ func (c Config) agentSpec() (agentSpec, error) {
 			"DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1",
 		}}, nil
 	case PresetCodex:
-		// prloop's sandbox confines the run; Codex's own workspace-write
-		// sandbox keeps it to the worktree inside it. The worktree may be
-		// prloop's clone, which Codex would not call trusted.
-		args := []string{"codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check"}
+		// Codex's own sandbox (workspace-write) is bubblewrap, which cannot
+		// set up a user namespace inside prloop's ("bwrap: setting up uid
+		// map: Operation not permitted": every command fails). Inside
+		// prloop's sandbox, which confines the run to the worktree, Codex
+		// runs unsandboxed, as its documentation says for externally
+		// sandboxed environments; without prloop's sandbox it keeps its
+		// own. The worktree may be prloop's clone, which Codex would not
+		// call trusted: --skip-git-repo-check.
+		sb := []string{"--sandbox", "workspace-write"}
+		if confined {
+			sb = []string{"--dangerously-bypass-approvals-and-sandbox"}
+		}
+		args := append([]string{"codex", "exec", "--json"}, sb...)
+		args = append(args, "--skip-git-repo-check")
 		if c.AgentModel != "" {
 			args = append(args, "-m", c.AgentModel)
 		}

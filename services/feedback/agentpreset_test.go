@@ -16,6 +16,7 @@ func TestAgentSpec_Presets(t *testing.T) {
 	tests := []struct {
 		name    string
 		cfg     Config
+		open    bool // prloop's sandbox is off
 		preset  Preset
 		argv    []string
 		program string
@@ -30,13 +31,15 @@ func TestAgentSpec_Presets(t *testing.T) {
 			"claude", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--model", "claude-sonnet-4-5",
 			"--max-turns", "31", "--allowedTools", "Read,Edit,Bash(go test:*)", "--append-system-prompt", "be brief",
 		}, program: "claude"},
-		{name: "codex", cfg: Config{Agent: "codex", AgentModel: "gpt-5-codex", AgentArgs: "-c model_reasoning_effort=low"}, preset: PresetCodex,
-			argv: []string{"codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check", "-m", "gpt-5-codex",
+		{name: "codex in prloop's sandbox", cfg: Config{Agent: "codex", AgentModel: "gpt-5-codex", AgentArgs: "-c model_reasoning_effort=low"}, preset: PresetCodex,
+			argv: []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-m", "gpt-5-codex",
 				"-c", "model_reasoning_effort=low", "-"}, program: "codex"},
+		{name: "codex without prloop's sandbox keeps its own", cfg: Config{Agent: "codex"}, open: true, preset: PresetCodex,
+			argv: []string{"codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check", "-"}, program: "codex"},
 		{name: "PRLOOP_AGENT_CMD alone keeps today's behaviour", cfg: Config{AgentCmd: "my-agent --fix"}, preset: PresetCommand,
 			argv: []string{"sh", "-c", "my-agent --fix"}, program: "my-agent"},
 		{name: "a preset wins over PRLOOP_AGENT_CMD", cfg: Config{Agent: "codex", AgentCmd: "my-agent"}, preset: PresetCodex,
-			argv: []string{"codex", "exec", "--json", "--sandbox", "workspace-write", "--skip-git-repo-check", "-"}, program: "codex"},
+			argv: []string{"codex", "exec", "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", "-"}, program: "codex"},
 		{name: "command without a command", cfg: Config{Agent: "command"}, wantErr: "PRLOOP_AGENT=command needs PRLOOP_AGENT_CMD"},
 		{name: "command with preset arguments", cfg: Config{Agent: "command", AgentCmd: "x", AgentArgs: "-v"}, wantErr: "PRLOOP_AGENT_ARGS is for the presets"},
 		{name: "unknown preset", cfg: Config{Agent: "aider"}, wantErr: "PRLOOP_AGENT=aider: want claude-code, codex or command"},
@@ -45,7 +48,7 @@ func TestAgentSpec_Presets(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			spec, err := tt.cfg.agentSpec()
+			spec, err := tt.cfg.agentSpec(!tt.open)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)

@@ -160,7 +160,7 @@ func (t priceTable) cost(model string, u tokenUsage) float64 {
 // validateAgent checks the preset and budget settings.
 func (c Config) validateAgent() error {
 	var errs []error
-	if _, err := c.agentSpec(); err != nil {
+	if _, err := c.agentSpec(true); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := parsePrices(c.AgentPrices); err != nil {

@@ -19,7 +19,7 @@ func TestConfig_Defaults(t *testing.T) {
 	require.NoError(t, config.Load(&cfg))
 	assert.Equal(t, 2, cfg.Concurrency)
 	assert.Empty(t, cfg.AgentCmd)
-	spec, err := cfg.agentSpec()
+	spec, err := cfg.agentSpec(true)
 	require.NoError(t, err)
 	assert.Equal(t, []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "101"}, spec.argv(),
 		"the default agent is the Claude Code preset, its turns bounded")

@@ -277,3 +277,69 @@ func findFiles(t *testing.T, root, suffix string) []string {
 	}))
 	return out
 }
+
+// cwdTagRE finds the working directory in Codex's environment context.
+var cwdTagRE = regexp.MustCompile(`<cwd>([^<]+)</cwd>`)
+
+// openAISim serves the OpenAI Responses API (POST /v1/responses with
+// "stream": true, answered as server-sent events: response.created, one
+// response.output_item.done per message or function call, and
+// response.completed with the usage). Tool calls are function calls of
+// the tool named in the script (Codex's exec_command).
+func openAISim(t *testing.T, s script) *modelSim {
+	return newModelSim(t, s, func(m *modelSim) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			body := m.record(r)
+			if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
+				http.NotFound(w, r)
+				return
+			}
+			var req struct {
+				Input []map[string]any `json:"input"`
+			}
+			if err := json.Unmarshal(body, &req); err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			var cwd, prompt string
+			var results []string
+			for _, it := range req.Input {
+				switch it["type"] {
+				case "function_call_output":
+					results = append(results, fmt.Sprint(it["output"]))
+				case "message", nil:
+					if it["role"] != "user" {
+						continue
+					}
+					txt, _ := textOf(it["content"])
+					if mm := cwdTagRE.FindStringSubmatch(txt); mm != nil {
+						cwd = mm[1]
+						continue
+					}
+					prompt += txt
+				}
+			}
+			tr := m.next(cwd, prompt, results)
+			w.Header().Set("Content-Type", "text/event-stream")
+			id := fmt.Sprintf("resp_%d", m.Calls())
+			sse(w, "response.created", map[string]any{"type": "response.created", "response": map[string]any{"id": id}})
+			idx := 0
+			if tr.text != "" {
+				sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": idx, "item": map[string]any{
+					"type": "message", "role": "assistant", "id": id + "_msg", "content": []any{map[string]any{"type": "output_text", "text": tr.text}}}})
+				idx++
+			}
+			for k, tc := range tr.tools {
+				args, _ := json.Marshal(tc.input)
+				sse(w, "response.output_item.done", map[string]any{"type": "response.output_item.done", "output_index": idx, "item": map[string]any{
+					"type": "function_call", "id": fmt.Sprintf("fc_%s_%d", id, k), "call_id": fmt.Sprintf("call_%s_%d", id, k),
+					"name": tc.name, "arguments": string(args)}})
+				idx++
+			}
+			sse(w, "response.completed", map[string]any{"type": "response.completed", "response": map[string]any{"id": id, "usage": map[string]any{
+				"input_tokens": m.inTokens, "input_tokens_details": map[string]any{"cached_tokens": 0},
+				"output_tokens": m.outTokens, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": m.inTokens + m.outTokens,
+			}}})
+		}
+	})
+}

@@ -156,3 +156,126 @@ func TestRealAgent_ClaudeCode_BudgetsStopALoop(t *testing.T) {
 		})
 	}
 }
+
+// codexEditScript is the fix as Codex makes it, with its exec_command:
+// read main.go, write it, try a command that asks to leave Codex's
+// sandbox (declined: codex exec never asks for approval), and say so.
+func codexEditScript(n int, cwd string) turn {
+	switch n {
+	case 1:
+		return turn{text: "Reading main.go.", tools: []toolCall{{name: "exec_command", input: map[string]any{"cmd": "cat main.go"}}}}
+	case 2:
+		return turn{tools: []toolCall{{name: "exec_command", input: map[string]any{"cmd": "printf '%s' '" + fixedMain + "' > main.go"}}}}
+	case 3:
+		return turn{tools: []toolCall{{name: "exec_command", input: map[string]any{
+			"cmd": "curl -s https://example.com", "sandbox_permissions": "require_escalated", "justification": "fetch"}}}}
+	}
+	return turn{text: "Fixed main.go as the reviewer asked."}
+}
+
+// codexLoopScript never ends: it reads main.go again and again.
+func codexLoopScript(n int, cwd string) turn {
+	return turn{tools: []toolCall{{name: "exec_command", input: map[string]any{"cmd": "cat main.go"}}}}
+}
+
+// codexConfig runs the Codex preset against the model server: a provider
+// of its own (the built-in one's base URL cannot be moved), with the key
+// in OPENAI_API_KEY, set with -c in PRLOOP_AGENT_ARGS.
+func (e *env) codexConfig(t *testing.T, model *modelSim, mut ...func(*feedback.Config)) feedback.Config {
+	t.Helper()
+	bin, readOnly := agentBinDir(t, "codex")
+	e.environ = append(e.environ, "PATH="+bin+":/usr/local/bin:/usr/bin:/bin", "OPENAI_API_KEY=sk-openai-test-key")
+	return e.config("noop.sh", append([]func(*feedback.Config){func(c *feedback.Config) {
+		c.Agent, c.AgentCmd = "codex", ""
+		c.AgentModel = "gpt-5"
+		c.AgentArgs = `-c model_provider=sim -c 'model_providers.sim={name="sim",base_url="` + model.srv.URL +
+			`/v1",env_key="OPENAI_API_KEY",wire_api="responses"}'`
+		c.AgentReadOnlyPaths = readOnly
+		c.AgentTimeout = 2 * waitFor
+		c.AgentPrices = "*=1/10"
+	}}, mut...)...)
+}
+
+// TestRealAgent_Codex_FixIsPushed: the real Codex CLI gets the prompt,
+// reads and writes main.go with its commands; prloop pushes the edit and
+// PRFeedbackAddressed summarises the run: turns, the cost priced from the
+// tokens Codex reports, tools and the final message. The transcript is
+// kept, and none of prloop's credentials reached the model server.
+func TestRealAgent_Codex_FixIsPushed(t *testing.T) {
+	t.Parallel()
+	model := openAISim(t, codexEditScript)
+	e := newEnv(t)
+	cfg := e.codexConfig(t, model)
+	e.comment(e.pr, "please rename main, it says nothing")
+	inst := e.start("a", cfg)
+	require.NoError(t, inst.svc.CheckAgent(t.Context()), "the preset's binary is found in the sandbox")
+	e.request(e.pr, e.head, 0)
+	e.logTranscripts(t, cfg.WorkspaceDir, model)
+
+	ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, 2*waitFor)
+	done := ev.Data.(*events.FeedbackAddressed)
+	assert.Contains(t, model.Prompts(), "please rename main, it says nothing", "the prompt arrives")
+	out, err := exec.Command("git", "--git-dir="+e.sim.GitDir(e.repo), "show", done.HeadSHA+":main.go").Output()
+	require.NoError(t, err)
+	assert.Equal(t, fixedMain, string(out), "the agent's edit is pushed")
+
+	sm := done.Agent
+	require.NotNil(t, sm, "the run's summary")
+	assert.Equal(t, "codex", sm.Preset)
+	assert.GreaterOrEqual(t, sm.Turns, 3)
+	// 4 responses of 1000 input and 100 output tokens at $1 and $10 per million.
+	assert.InDelta(t, 4*(1000*1+100*10)/1e6, sm.CostUSD, 1e-6)
+	assert.True(t, sm.CostEstimated, "priced from tokens")
+	assert.Equal(t, "Fixed main.go as the reviewer asked.", sm.Final)
+	assert.Contains(t, model.Results(), "func main()", "the read's result")
+
+	transcripts := findFiles(t, cfg.WorkspaceDir, ".jsonl")
+	require.Len(t, transcripts, 1)
+	tr, err := os.ReadFile(transcripts[0])
+	require.NoError(t, err)
+	assert.Contains(t, string(tr), `"type":"turn.completed"`)
+
+	seen := model.Seen()
+	assert.Contains(t, seen, "sk-openai-test-key", "the model's key reaches the agent")
+	for _, secret := range []string{tokPrloop, "whsec-do-not-leak", "app.pem"} {
+		assert.NotContains(t, seen, secret, "prloop's credentials never reach the agent")
+	}
+}
+
+// TestRealAgent_Codex_TurnBudgetStopsALoop: a real Codex that loops is
+// stopped by prloop at the first turn over PRLOOP_AGENT_MAX_TURNS (its
+// tool uses, counted from the stream) and escalated as
+// agent_budget_exhausted.
+func TestRealAgent_Codex_TurnBudgetStopsALoop(t *testing.T) {
+	t.Parallel()
+	model := openAISim(t, codexLoopScript)
+	e := newEnv(t)
+	cfg := e.codexConfig(t, model, func(c *feedback.Config) { c.AgentMaxTurns = 3 })
+	e.comment(e.pr, "please rename main")
+	e.start("a", cfg)
+	e.request(e.pr, e.head, 0)
+
+	esc := e.rec.Wait(t, e.pr, events.TypeEscalationRequested, 2*waitFor).Data.(*events.EscalationRequested)
+	assert.Equal(t, events.ReasonAgentBudgetExhausted, esc.Reason)
+	assert.Contains(t, esc.Detail, "reached turn 4, over PRLOOP_AGENT_MAX_TURNS=3")
+	assert.Contains(t, esc.LastError, "agent stopped: agent budget used up")
+	require.NotNil(t, esc.Agent)
+	assert.Equal(t, "turns", esc.Agent.Budget)
+	assert.LessOrEqual(t, model.Calls(), 6, "stopped at the turn over the budget")
+	assert.Empty(t, e.bareLog("feature/x", e.head), "nothing pushed")
+}
+
+// logTranscripts shows the agent runs' logs and transcripts, and the tool
+// results the model server saw, when the test fails.
+func (e *env) logTranscripts(t *testing.T, dir string, model *modelSim) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, f := range append(findFiles(t, dir, ".jsonl"), findFiles(t, dir, ".log")...) {
+			b, _ := os.ReadFile(f)
+			t.Logf("%s:\n%s", filepath.Base(f), b)
+		}
+		t.Logf("tool results the model server saw:\n%s", model.Results())
+	})
+}

@@ -164,13 +164,13 @@ func New(cfg Config, d Deps) (*Service, error) {
 		}
 		d.Sandbox = sb
 	}
+	spec, err := cfg.agentSpec(d.Sandbox.Mode() != sandbox.None)
+	if err != nil {
+		return nil, err
+	}
 	tmpl, err := loadTemplate(cfg.PromptTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("PRLOOP_PROMPT_TEMPLATE: %w", err)
-	}
-	spec, err := cfg.agentSpec()
-	if err != nil {
-		return nil, err
 	}
 	if cfg.AgentTranscriptMaxBytes <= 0 {
 		cfg.AgentTranscriptMaxBytes = defaultTranscriptMaxBytes
