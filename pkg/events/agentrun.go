@@ -1,5 +1,10 @@
 package events
 
+import (
+	"fmt"
+	"strings"
+)
+
 // AgentRunSummary is what a coding agent preset's stream said of the run
 // that ended a change request (PRFeedbackAddressed) or of the last run
 // before an escalation (PREscalationRequested): an optional part of both,
@@ -28,4 +33,29 @@ type AgentRunSummary struct {
 	// Transcript is the file name of the run's transcript on prloop's
 	// server (never its path).
 	Transcript string `json:"transcript,omitempty"`
+}
+
+// Text says the summary in one line for people (explain, the escalation
+// comment): preset, turns, cost, tools, denials and the budget that
+// stopped the run; the final message is left to the caller, which knows
+// how much room it has.
+func (s *AgentRunSummary) Text() string {
+	if s == nil {
+		return ""
+	}
+	cost := fmt.Sprintf("$%.4f", s.CostUSD)
+	if s.CostEstimated {
+		cost += " (estimated from tokens)"
+	}
+	text := fmt.Sprintf("%s: %d turn(s), %s, $%.4f on this PR so far", s.Preset, s.Turns, cost, s.PRCostUSD)
+	if len(s.Tools) > 0 {
+		text += "; tools " + strings.Join(s.Tools, " ")
+	}
+	if len(s.Denials) > 0 {
+		text += "; denied " + strings.Join(s.Denials, " ")
+	}
+	if s.Budget != "" {
+		text += "; stopped by prloop's " + s.Budget + " budget"
+	}
+	return CleanTitle(text)
 }

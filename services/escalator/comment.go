@@ -28,6 +28,8 @@ type Request struct {
 	// Epoch is the PR's escalation epoch the request belongs to, as the
 	// event that asked says (see "Event ids" in package events).
 	Epoch int
+	// Agent summarises the coding agent's last run, when a preset ran it.
+	Agent *events.AgentRunSummary
 }
 
 var reasonRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -42,7 +44,7 @@ func RequestOf(d events.Data) (Request, bool, error) {
 		r = Request{
 			PR: d.PR, HeadSHA: d.HeadSHA, Reason: d.Reason, Severity: d.Severity, FixCycle: d.FixCycle,
 			Detail: d.Detail, LastError: d.LastError, MissingReviewers: d.MissingReviewers,
-			HumanReviewRequired: d.HumanReviewRequired, Actor: d.Actor, Epoch: d.Epoch,
+			HumanReviewRequired: d.HumanReviewRequired, Actor: d.Actor, Epoch: d.Epoch, Agent: d.Agent,
 		}
 	case *events.ReviewTimeout:
 		r = Request{
@@ -202,6 +204,9 @@ func RenderComment(r Request, epoch int, o CommentOptions) string {
 	if hexRE.MatchString(r.HeadSHA) {
 		tried = append(tried, "Head commit: "+codeSpan(r.HeadSHA[:min(len(r.HeadSHA), 12)]))
 	}
+	if r.Agent != nil {
+		tried = append(tried, "The agent's last run: "+codeSpan(r.Agent.Text()))
+	}
 	if len(tried) > 0 || r.Detail != "" || r.LastError != "" {
 		b.WriteString("**What was tried:**\n")
 		for _, t := range tried {
@@ -212,6 +217,9 @@ func RenderComment(r Request, epoch int, o CommentOptions) string {
 		}
 		if r.LastError != "" {
 			b.WriteString("- Last error:\n" + codeBlock(r.LastError))
+		}
+		if r.Agent != nil && r.Agent.Final != "" {
+			b.WriteString("- The agent's last message:\n" + codeBlock(r.Agent.Final))
 		}
 		b.WriteString("\n")
 	}
