@@ -68,20 +68,7 @@ func TestRealAgent_ClaudeCode_FixIsPushed(t *testing.T) {
 	model := anthropicSim(t, editScript)
 	e := newEnv(t)
 	cfg := e.claudeConfig(t, model)
-	e.comment(e.pr, "please rename main, it says nothing")
-	inst := e.start("a", cfg)
-	require.NoError(t, inst.svc.CheckAgent(t.Context()), "the preset's binary is found in the sandbox")
-	e.request(e.pr, e.head, 0)
-
-	ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, 2*waitFor)
-	done := ev.Data.(*events.FeedbackAddressed)
-	assert.Contains(t, model.Prompts(), "please rename main, it says nothing", "the prompt arrives")
-	out, err := exec.Command("git", "--git-dir="+e.sim.GitDir(e.repo), "show", done.HeadSHA+":main.go").Output()
-	require.NoError(t, err)
-	assert.Equal(t, fixedMain, string(out), "the agent's edit is pushed")
-
-	sm := done.Agent
-	require.NotNil(t, sm, "the run's summary")
+	sm := e.fixWith(t, model, cfg, "sk-ant-test-key")
 	assert.Equal(t, "claude-code", sm.Preset)
 	assert.Equal(t, 4, sm.Turns)
 	assert.Positive(t, sm.CostUSD)
@@ -93,19 +80,9 @@ func TestRealAgent_ClaudeCode_FixIsPushed(t *testing.T) {
 	require.NotEmpty(t, sm.Transcript)
 	assert.Contains(t, model.Results(), "true", "the denied command's result is an error")
 
-	transcripts := findFiles(t, cfg.WorkspaceDir, ".jsonl")
-	require.Len(t, transcripts, 1)
-	assert.Equal(t, sm.Transcript, filepath.Base(transcripts[0]))
-	tr, err := os.ReadFile(transcripts[0])
-	require.NoError(t, err)
-	assert.Contains(t, string(tr), `"type":"result"`)
-	assert.Contains(t, string(tr), `"permission_denials"`)
-
-	seen := model.Seen()
-	assert.Contains(t, seen, "sk-ant-test-key", "the model's key reaches the agent")
-	for _, secret := range []string{tokPrloop, "whsec-do-not-leak", "app.pem"} {
-		assert.NotContains(t, seen, secret, "prloop's credentials never reach the agent")
-	}
+	tr := transcript(t, cfg.WorkspaceDir, sm)
+	assert.Contains(t, tr, `"type":"result"`)
+	assert.Contains(t, tr, `"permission_denials"`)
 	assert.Positive(t, e.metric("prloop_agent_cost_usd_total", "preset", "claude-code"))
 	assert.Equal(t, 1.0, e.metric("prloop_agent_runs_total", "preset", "claude-code", "outcome", "ok"))
 }
@@ -206,21 +183,7 @@ func TestRealAgent_Codex_FixIsPushed(t *testing.T) {
 	model := openAISim(t, codexEditScript)
 	e := newEnv(t)
 	cfg := e.codexConfig(t, model)
-	e.comment(e.pr, "please rename main, it says nothing")
-	inst := e.start("a", cfg)
-	require.NoError(t, inst.svc.CheckAgent(t.Context()), "the preset's binary is found in the sandbox")
-	e.request(e.pr, e.head, 0)
-	e.logTranscripts(t, cfg.WorkspaceDir, model)
-
-	ev := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, 2*waitFor)
-	done := ev.Data.(*events.FeedbackAddressed)
-	assert.Contains(t, model.Prompts(), "please rename main, it says nothing", "the prompt arrives")
-	out, err := exec.Command("git", "--git-dir="+e.sim.GitDir(e.repo), "show", done.HeadSHA+":main.go").Output()
-	require.NoError(t, err)
-	assert.Equal(t, fixedMain, string(out), "the agent's edit is pushed")
-
-	sm := done.Agent
-	require.NotNil(t, sm, "the run's summary")
+	sm := e.fixWith(t, model, cfg, "sk-openai-test-key")
 	assert.Equal(t, "codex", sm.Preset)
 	assert.GreaterOrEqual(t, sm.Turns, 3)
 	// 4 responses of 1000 input and 100 output tokens at $1 and $10 per million.
@@ -229,17 +192,46 @@ func TestRealAgent_Codex_FixIsPushed(t *testing.T) {
 	assert.Equal(t, "Fixed main.go as the reviewer asked.", sm.Final)
 	assert.Contains(t, model.Results(), "func main()", "the read's result")
 
-	transcripts := findFiles(t, cfg.WorkspaceDir, ".jsonl")
-	require.Len(t, transcripts, 1)
-	tr, err := os.ReadFile(transcripts[0])
-	require.NoError(t, err)
-	assert.Contains(t, string(tr), `"type":"turn.completed"`)
+	assert.Contains(t, transcript(t, cfg.WorkspaceDir, sm), `"type":"turn.completed"`)
+}
 
+// fixWith runs one change request with the real agent of cfg and checks
+// what every preset must do: its binary is found in the sandbox, the
+// prompt arrives, the edit is pushed, the model's key (key) reaches the
+// model server and none of prloop's credentials do. It returns the run's
+// summary from PRFeedbackAddressed.
+func (e *env) fixWith(t *testing.T, model *modelSim, cfg feedback.Config, key string) *events.AgentRunSummary {
+	t.Helper()
+	e.comment(e.pr, "please rename main, it says nothing")
+	inst := e.start("a", cfg)
+	require.NoError(t, inst.svc.CheckAgent(t.Context()), "the preset's binary is found in the sandbox")
+	e.logTranscripts(t, cfg.WorkspaceDir, model)
+	e.request(e.pr, e.head, 0)
+
+	done := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, 2*waitFor).Data.(*events.FeedbackAddressed)
+	assert.Contains(t, model.Prompts(), "please rename main, it says nothing", "the prompt arrives")
+	out, err := exec.Command("git", "--git-dir="+e.sim.GitDir(e.repo), "show", done.HeadSHA+":main.go").Output()
+	require.NoError(t, err)
+	assert.Equal(t, fixedMain, string(out), "the agent's edit is pushed")
 	seen := model.Seen()
-	assert.Contains(t, seen, "sk-openai-test-key", "the model's key reaches the agent")
+	assert.Contains(t, seen, key, "the model's key reaches the agent")
 	for _, secret := range []string{tokPrloop, "whsec-do-not-leak", "app.pem"} {
 		assert.NotContains(t, seen, secret, "prloop's credentials never reach the agent")
 	}
+	require.NotNil(t, done.Agent, "the run's summary")
+	return done.Agent
+}
+
+// transcript reads the one transcript kept under dir, which the summary
+// names.
+func transcript(t *testing.T, dir string, sm *events.AgentRunSummary) string {
+	t.Helper()
+	files := findFiles(t, dir, ".jsonl")
+	require.Len(t, files, 1)
+	assert.Equal(t, sm.Transcript, filepath.Base(files[0]))
+	b, err := os.ReadFile(files[0])
+	require.NoError(t, err)
+	return string(b)
 }
 
 // TestRealAgent_Codex_TurnBudgetStopsALoop: a real Codex that loops is
