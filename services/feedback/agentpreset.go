@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/prloop/prloop/pkg/sandbox"
 )
 
 // Agent presets (PRLOOP_AGENT): prloop builds the command line of the
@@ -48,12 +50,15 @@ func (s agentSpec) program() (string, bool) {
 	return s.Args[0], true
 }
 
-// argv is what the sandbox runs.
+// argv is what the sandbox runs: sh in both cases, so that the program is
+// looked up on the agent's PATH, inside the sandbox, as the start-up check
+// looked it up (without a sandbox, exec would look on prloop's own), and a
+// missing one is the shell's exit status 127 (ErrAgentNotRunnable).
 func (s agentSpec) argv() []string {
 	if s.Preset == PresetCommand {
 		return []string{"sh", "-c", s.Shell}
 	}
-	return s.Args
+	return append([]string{"sh", "-c", `exec "$0" "$@"`}, s.Args...)
 }
 
 // preset resolves PRLOOP_AGENT: unset, it is "command" when
@@ -147,4 +152,26 @@ func splitArgs(s string) ([]string, error) {
 		rest = tail
 	}
 	return out, nil
+}
+
+// newAgent builds the agent runner of cfg in sb: the preset's command
+// line, its prices and bounds.
+func newAgent(cfg Config, sb Sandbox) (*sandboxAgent, error) {
+	spec, err := cfg.agentSpec(sb.Mode() != sandbox.None)
+	if err != nil {
+		return nil, err
+	}
+	prices, err := parsePrices(cfg.AgentPrices)
+	if err != nil {
+		return nil, fmt.Errorf("PRLOOP_AGENT_PRICES: %w", err)
+	}
+	transcript := cfg.AgentTranscriptMaxBytes
+	if transcript <= 0 {
+		transcript = defaultTranscriptMaxBytes
+	}
+	return &sandboxAgent{
+		Spec: spec, Prices: prices, TranscriptMaxBytes: transcript, Model: cfg.AgentModel,
+		Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes,
+		Sandbox: sb,
+	}, nil
 }

@@ -56,7 +56,12 @@ func TestAgentSpec_Presets(t *testing.T) {
 			}
 			require.NoError(t, err)
 			assert.Equal(t, tt.preset, spec.Preset)
-			assert.Equal(t, tt.argv, spec.argv())
+			if tt.preset == PresetCommand {
+				assert.Equal(t, tt.argv, spec.argv())
+			} else {
+				assert.Equal(t, tt.argv, spec.Args)
+				assert.Equal(t, append([]string{"sh", "-c", `exec "$0" "$@"`}, tt.argv...), spec.argv(), "looked up by sh on the agent's PATH")
+			}
 			prog, ok := spec.program()
 			assert.True(t, ok)
 			assert.Equal(t, tt.program, prog)
@@ -184,4 +189,25 @@ func TestStreamWriter_CheckStopsOnceAtTheLineOverBudget(t *testing.T) {
 	assert.Contains(t, be.Error(), "turn 3")
 	assert.Equal(t, 4, w.Stats().Turns)
 	assert.Equal(t, 4, w.Stats().Lines, "the line over the bound skipped")
+}
+
+// BenchmarkStreamParser_Claude is the parsing prloop adds to each line of
+// Claude Code's stream, the budget check included (BENCHMARKS.md).
+func BenchmarkStreamParser_Claude(b *testing.B) {
+	prices, err := parsePrices("*=3/15")
+	require.NoError(b, err)
+	chunk := []byte(strings.Repeat(claudeStream, 100))
+	b.SetBytes(int64(len(chunk)))
+	lines := strings.Count(claudeStream, "\n") * 100
+	for b.Loop() {
+		w := &streamWriter{p: newStreamParser(PresetClaudeCode, prices, ""), stop: func(error) {},
+			check: func(st RunStats) error {
+				if c := judgeBudget(budget{MaxTurns: 1000, MaxCostUSD: 100}, spend{Turns: st.Turns, RunCostUSD: st.CostUSD}); c.Kind != budgetOK {
+					return &BudgetError{call: c}
+				}
+				return nil
+			}}
+		_, _ = w.Write(chunk)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*lines), "ns/line")
 }

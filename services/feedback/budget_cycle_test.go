@@ -1,6 +1,7 @@
 package feedback_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/sandbox"
 	"github.com/prloop/prloop/services/feedback"
 )
 
@@ -58,4 +60,47 @@ func TestFeedback_CostBudgetCountsEveryCycle(t *testing.T) {
 	last := e.rec.For(e.pr)[len(e.rec.For(e.pr))-1].Data.(*events.EscalationRequested)
 	assert.Contains(t, last.Detail, "cost $1.2000 (this run $0.0000)")
 	assert.Nil(t, last.Agent, "no run, no run's summary")
+}
+
+// TestFeedback_PresetRunsFromTheAgentsPath: a preset's binary is looked up
+// on the agent's PATH inside the sandbox, in every backend, as the start-up
+// check looks it up; without a sandbox it was looked up on prloop's own
+// PATH and not found. A binary missing at run time is the shell's exit
+// status 127: escalated at once, as for PRLOOP_AGENT_CMD.
+func TestFeedback_PresetRunsFromTheAgentsPath(t *testing.T) {
+	t.Parallel()
+	fake, err := filepath.Abs(filepath.Join("testdata", "fakeclaude"))
+	require.NoError(t, err)
+	for _, mode := range []sandbox.Mode{sandbox.None, sandbox.Bwrap, sandbox.Namespaces} {
+		for _, found := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/found=%v", mode, found), func(t *testing.T) {
+				t.Parallel()
+				requireSandbox(t, mode)
+				e := newEnv(t)
+				path := "/usr/bin:/bin"
+				if found {
+					path = fake + ":" + path
+				}
+				e.environ = append(e.environ, "PATH="+path, "FAKE_COST=0.01")
+				cfg := e.config("noop.sh", func(c *feedback.Config) {
+					c.Agent, c.AgentCmd, c.AgentSandbox = "claude-code", "", string(mode)
+					c.AgentReadOnlyPaths = []string{fake}
+					c.AgentBackoff = time.Hour // a retry would never come in time
+				})
+				e.comment(e.pr, "add a comment to main.go")
+				e.start("a", cfg)
+				e.request(e.pr, e.head, 0)
+				if found {
+					done := e.rec.Wait(t, e.pr, events.TypeFeedbackAddressed, waitFor).Data.(*events.FeedbackAddressed)
+					require.NotNil(t, done.Agent)
+					assert.Equal(t, "edited main.go", done.Agent.Final)
+					return
+				}
+				esc := e.rec.Wait(t, e.pr, events.TypeEscalationRequested, waitFor).Data.(*events.EscalationRequested)
+				assert.Equal(t, events.ReasonFeedbackFailed, esc.Reason)
+				assert.Contains(t, esc.LastError, "exit status 127")
+				assert.Contains(t, esc.LastError, "claude")
+			})
+		}
+	}
 }

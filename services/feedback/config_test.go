@@ -21,7 +21,7 @@ func TestConfig_Defaults(t *testing.T) {
 	assert.Empty(t, cfg.AgentCmd)
 	spec, err := cfg.agentSpec(true)
 	require.NoError(t, err)
-	assert.Equal(t, []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "101"}, spec.argv(),
+	assert.Equal(t, []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "101"}, spec.Args,
 		"the default agent is the Claude Code preset, its turns bounded")
 	assert.Equal(t, 10*time.Minute, cfg.AgentTimeout)
 	assert.Equal(t, 3, cfg.AgentAttempts)

@@ -41,7 +41,7 @@ type script func(n int, cwd string) turn
 
 // modelSim is a scripted model server.
 type modelSim struct {
-	t   *testing.T
+	t   testing.TB
 	srv *httptest.Server
 	// usage is the tokens each response reports: input and output.
 	inTokens, outTokens int
@@ -85,7 +85,7 @@ func (m *modelSim) Prompts() string {
 	return strings.Join(m.prompts, "\n")
 }
 
-func newModelSim(t *testing.T, s script, handler func(m *modelSim) http.HandlerFunc) *modelSim {
+func newModelSim(t testing.TB, s script, handler func(m *modelSim) http.HandlerFunc) *modelSim {
 	t.Helper()
 	m := &modelSim{t: t, script: s, inTokens: 1000, outTokens: 100}
 	m.srv = httptest.NewServer(handler(m))
@@ -162,7 +162,7 @@ func textOf(content any) (text string, results []string) {
 // content_block_start/delta/stop, message_delta, message_stop). Requests
 // without tools are the CLI's side questions (titles and the like) and get
 // a short text that is no turn of the conversation.
-func anthropicSim(t *testing.T, s script) *modelSim {
+func anthropicSim(t testing.TB, s script) *modelSim {
 	return newModelSim(t, s, func(m *modelSim) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			body := m.record(r)
@@ -248,7 +248,7 @@ func anthropicSim(t *testing.T, s script) *modelSim {
 // must show for them to run: the whole node_modules, which holds each
 // CLI's native binary in a platform package. A missing CLI skips the test,
 // except where PRLOOP_TEST_REQUIRE_AGENTS=1 (CI).
-func agentBinDir(t *testing.T, bin string) (dir string, readOnly []string) {
+func agentBinDir(t testing.TB, bin string) (dir string, readOnly []string) {
 	t.Helper()
 	dir = os.Getenv("PRLOOP_TEST_AGENT_BIN_DIR")
 	if dir == "" {
@@ -286,7 +286,7 @@ var cwdTagRE = regexp.MustCompile(`<cwd>([^<]+)</cwd>`)
 // response.output_item.done per message or function call, and
 // response.completed with the usage). Tool calls are function calls of
 // the tool named in the script (Codex's exec_command).
-func openAISim(t *testing.T, s script) *modelSim {
+func openAISim(t testing.TB, s script) *modelSim {
 	return newModelSim(t, s, func(m *modelSim) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			body := m.record(r)

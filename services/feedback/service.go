@@ -164,20 +164,13 @@ func New(cfg Config, d Deps) (*Service, error) {
 		}
 		d.Sandbox = sb
 	}
-	spec, err := cfg.agentSpec(d.Sandbox.Mode() != sandbox.None)
-	if err != nil {
-		return nil, err
-	}
 	tmpl, err := loadTemplate(cfg.PromptTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("PRLOOP_PROMPT_TEMPLATE: %w", err)
 	}
-	if cfg.AgentTranscriptMaxBytes <= 0 {
-		cfg.AgentTranscriptMaxBytes = defaultTranscriptMaxBytes
-	}
-	prices, err := parsePrices(cfg.AgentPrices)
+	agent, err := newAgent(cfg, d.Sandbox)
 	if err != nil {
-		return nil, fmt.Errorf("PRLOOP_AGENT_PRICES: %w", err)
+		return nil, err
 	}
 	dir := cfg.WorkspaceDir
 	if dir == "" {
@@ -198,12 +191,8 @@ func New(cfg Config, d Deps) (*Service, error) {
 		}),
 		policy: cfg.Policy(d.Self),
 		tmpl:   tmpl,
-		agent: &sandboxAgent{
-			Spec: spec, Prices: prices, TranscriptMaxBytes: cfg.AgentTranscriptMaxBytes, Model: cfg.AgentModel,
-			Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes,
-			Sandbox: d.Sandbox,
-		},
-		spec:     spec,
+		agent:    agent,
+		spec:     agent.Spec,
 		sleep:    ctxtime.Sleep,
 		worksDir: dir,
 	}
