@@ -189,8 +189,8 @@ func New(cfg Config, d Deps) (*Service, error) {
 			defer cancel()
 			return d.GitHub.GetPermission(ctx, repo, login)
 		}),
-		policy: cfg.Policy(d.Self),
-		tmpl:   tmpl,
+		policy:   cfg.Policy(d.Self),
+		tmpl:     tmpl,
 		agent:    agent,
 		spec:     agent.Spec,
 		sleep:    ctxtime.Sleep,
