@@ -92,9 +92,10 @@ var reasons = map[events.Reason]reasonInfo{
 		next: []string{"Read the last error above, then address the feedback yourself, or fix what made the agent fail."},
 	},
 	events.ReasonAgentBudgetExhausted: {
-		title: "the agent's time budget is spent", review: true,
-		why:  "prloop's coding agent spent the wall time it may use on this PR (PRLOOP_AGENT_BUDGET) without getting it approved.",
-		next: []string{"Address the open review comments yourself, or raise PRLOOP_AGENT_BUDGET if the PR deserves more agent time."},
+		title: "the agent's budget is spent", review: true,
+		why: "prloop's coding agent used up what it may spend on this PR without getting it approved: its wall time (PRLOOP_AGENT_BUDGET), " +
+			"its cost (PRLOOP_AGENT_MAX_COST_USD) or one run's turns (PRLOOP_AGENT_MAX_TURNS); the details say which, with the figures.",
+		next: []string{"Address the open review comments yourself, or raise the budget the details name if the PR deserves more agent work."},
 	},
 	events.ReasonReviewWorkflowFailed: {
 		title: "a review workflow failed", review: true,
