@@ -689,6 +689,11 @@ func TestDeployK8s_ProbesServedByServices(t *testing.T) {
 					env[k] = envValue{value: v, known: true}
 				}
 			}
+			if _, reads := vars["PRLOOP_AGENT"]; reads {
+				// The configured preset's agent is missing too: a stand-in.
+				env["PRLOOP_AGENT"] = envValue{value: "command", known: true}
+				env["PRLOOP_AGENT_CMD"] = envValue{value: "true", known: true}
+			}
 			for _, kv := range sim.env() {
 				k, v, _ := strings.Cut(kv, "=")
 				env[k] = envValue{value: v, known: true}

@@ -37,7 +37,7 @@ func describe(d events.Data) string {
 		return fmt.Sprintf("changes requested on %s: %d comment(s), %d review(s) by %s%s",
 			short(d.HeadSHA), len(d.CommentIDs), len(d.ReviewIDs), strings.Join(d.Reviewers, ", "), prstatus.SetAside(len(d.IgnoredFindings)))
 	case *events.FeedbackAddressed:
-		return fmt.Sprintf("fix pushed: %s → %s (fix cycle %d)", short(d.PreviousHeadSHA), short(d.HeadSHA), d.FixCycle)
+		return fmt.Sprintf("fix pushed: %s → %s (fix cycle %d)", short(d.PreviousHeadSHA), short(d.HeadSHA), d.FixCycle) + agentText(d.Agent)
 	case *events.ChecksFailed:
 		return fmt.Sprintf("checks failed on %s (round %d): %s", short(d.HeadSHA), d.Round, strings.Join(prstatus.CheckNames(d.Checks), ", "))
 	case *events.FeedbackSkipped:
@@ -77,7 +77,7 @@ func describe(d events.Data) string {
 	case *events.Closed:
 		return "closed" + when(d.Merged, " (merged outside prloop)")
 	case *events.EscalationRequested:
-		return fmt.Sprintf("escalation requested: %s (%s)", d.Reason, d.Severity)
+		return fmt.Sprintf("escalation requested: %s (%s)", d.Reason, d.Severity) + agentText(d.Agent)
 	case *events.Escalated:
 		return fmt.Sprintf("human called: %s — %s", d.Reason, strings.Join(d.Actions, ", "))
 	case *events.EscalationResolved:
@@ -86,6 +86,20 @@ func describe(d events.Data) string {
 		return fmt.Sprintf("brought up to date with its base by prloop (%s): %s → %s", d.Method, short(d.PreviousHeadSHA), short(d.HeadSHA))
 	}
 	return ""
+}
+
+// agentText is the agent run's summary after an event's line, with the
+// start of its final message (docs/agents.md, "Transcripts").
+func agentText(a *events.AgentRunSummary) string {
+	if a == nil {
+		return ""
+	}
+	final := []rune(events.CleanTitle(a.Final))
+	said := ""
+	if len(final) > 0 {
+		said = "; it said: " + string(final[:min(len(final), 100)]) + when(len(final) > 100, "…")
+	}
+	return "; agent " + a.Text() + said
 }
 
 func when(cond bool, s string) string {

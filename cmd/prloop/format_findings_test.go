@@ -42,6 +42,13 @@ func TestDescribe(t *testing.T) {
 			want: "candidate 2 built: c0ffee1 on prloop/queue/main/2, from main at ba5e123 with #41 ahead"},
 		{name: "candidate invalidated, its detail cleaned for a terminal", d: specCandidate(events.CandidateInvalidated, "main moved\n\x1b[2J"),
 			want: "candidate 2 invalidated: c0ffee1 (main moved [2J)"},
+		{name: "a fix with the agent's run", d: &events.FeedbackAddressed{Base: b, PreviousHeadSHA: "abcdef0123456789", FixCycle: 1, Agent: &events.AgentRunSummary{
+			Preset: "codex", Turns: 3, CostUSD: 0.008, CostEstimated: true, PRCostUSD: 0.008, Tools: []string{"command_execution×2"}, Final: "Fixed\nmain.go.\x1b[2J",
+		}}, want: "fix pushed: abcdef0 → 0123456 (fix cycle 1); agent codex: 3 turn(s), $0.0080 (estimated from tokens), $0.0080 on this PR so far; " +
+			"tools command_execution×2; it said: Fixed main.go. [2J"},
+		{name: "an escalation over a budget", d: &events.EscalationRequested{Base: b, Reason: events.ReasonAgentBudgetExhausted, Severity: events.SeverityBlocking,
+			Agent: &events.AgentRunSummary{Preset: "claude-code", Turns: 4, CostUSD: 0.1, PRCostUSD: 0.3, Budget: "turns"}},
+			want: "escalation requested: agent_budget_exhausted (blocking); agent claude-code: 4 turn(s), $0.1000, $0.3000 on this PR so far; stopped by prloop's turns budget"},
 		{name: "conflict handed to the agent", d: specConflict(),
 			want: "conflicts with main at ba5e123: the agent is asked to resolve it (both modified a.go)"},
 	}

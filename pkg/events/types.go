@@ -359,6 +359,8 @@ type FeedbackAddressed struct {
 	PushedAt time.Time `json:"pushed_at,omitempty"`
 	Actor    string    `json:"actor,omitempty"`
 	Detail   string    `json:"detail,omitempty"`
+	// Agent summarises the agent's run that made the fix (a preset's).
+	Agent *AgentRunSummary `json:"agent,omitempty"`
 }
 
 // FeedbackSkipped says the feedback service ended its handling of the
@@ -542,6 +544,8 @@ type EscalationRequested struct {
 	// event it follows from: the escalator ignores a request of an epoch a
 	// human already resolved (PREscalationResolved).
 	Epoch int `json:"epoch,omitempty"`
+	// Agent summarises the agent's last run, when a preset ran it.
+	Agent *AgentRunSummary `json:"agent,omitempty"`
 }
 
 // ActionLabel is the action in Escalated.Actions that says the escalation

@@ -102,6 +102,8 @@ type Feedback struct {
 	duration  *prometheus.HistogramVec
 	agentRuns *prometheus.CounterVec
 	reruns    *prometheus.CounterVec
+	// Agent is what the agent presets' streams report.
+	Agent *Agent
 }
 
 // NewFeedback creates (or finds) the feedback service's metrics on reg.
@@ -117,6 +119,7 @@ func NewFeedback(reg prometheus.Registerer) *Feedback {
 			"Coding agent runs, by result: fixed, failed, no_change, git_error, rewritten, error.", "result"),
 		reruns: counterVec(reg, "feedback_check_reruns_total",
 			"GitHub Actions runs whose failed jobs prloop re-ran before asking the agent (PRLOOP_RERUN_FAILED_CHECKS)."),
+		Agent: NewAgent(reg),
 	}
 	for _, o := range []string{FeedbackAddressed, FeedbackEscalated, FeedbackSkipped, FeedbackDuplicate, FeedbackBusy, FeedbackError} {
 		f.attempts.WithLabelValues(o)

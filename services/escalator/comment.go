@@ -28,6 +28,8 @@ type Request struct {
 	// Epoch is the PR's escalation epoch the request belongs to, as the
 	// event that asked says (see "Event ids" in package events).
 	Epoch int
+	// Agent summarises the coding agent's last run, when a preset ran it.
+	Agent *events.AgentRunSummary
 }
 
 var reasonRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
@@ -42,7 +44,7 @@ func RequestOf(d events.Data) (Request, bool, error) {
 		r = Request{
 			PR: d.PR, HeadSHA: d.HeadSHA, Reason: d.Reason, Severity: d.Severity, FixCycle: d.FixCycle,
 			Detail: d.Detail, LastError: d.LastError, MissingReviewers: d.MissingReviewers,
-			HumanReviewRequired: d.HumanReviewRequired, Actor: d.Actor, Epoch: d.Epoch,
+			HumanReviewRequired: d.HumanReviewRequired, Actor: d.Actor, Epoch: d.Epoch, Agent: d.Agent,
 		}
 	case *events.ReviewTimeout:
 		r = Request{
@@ -90,9 +92,10 @@ var reasons = map[events.Reason]reasonInfo{
 		next: []string{"Read the last error above, then address the feedback yourself, or fix what made the agent fail."},
 	},
 	events.ReasonAgentBudgetExhausted: {
-		title: "the agent's time budget is spent", review: true,
-		why:  "prloop's coding agent spent the wall time it may use on this PR (PRLOOP_AGENT_BUDGET) without getting it approved.",
-		next: []string{"Address the open review comments yourself, or raise PRLOOP_AGENT_BUDGET if the PR deserves more agent time."},
+		title: "the agent's budget is spent", review: true,
+		why: "prloop's coding agent used up what it may spend on this PR without getting it approved: its wall time (PRLOOP_AGENT_BUDGET), " +
+			"its cost (PRLOOP_AGENT_MAX_COST_USD) or one run's turns (PRLOOP_AGENT_MAX_TURNS); the details say which, with the figures.",
+		next: []string{"Address the open review comments yourself, or raise the budget the details name if the PR deserves more agent work."},
 	},
 	events.ReasonReviewWorkflowFailed: {
 		title: "a review workflow failed", review: true,
@@ -202,6 +205,9 @@ func RenderComment(r Request, epoch int, o CommentOptions) string {
 	if hexRE.MatchString(r.HeadSHA) {
 		tried = append(tried, "Head commit: "+codeSpan(r.HeadSHA[:min(len(r.HeadSHA), 12)]))
 	}
+	if r.Agent != nil {
+		tried = append(tried, "The agent's last run: "+codeSpan(r.Agent.Text()))
+	}
 	if len(tried) > 0 || r.Detail != "" || r.LastError != "" {
 		b.WriteString("**What was tried:**\n")
 		for _, t := range tried {
@@ -212,6 +218,9 @@ func RenderComment(r Request, epoch int, o CommentOptions) string {
 		}
 		if r.LastError != "" {
 			b.WriteString("- Last error:\n" + codeBlock(r.LastError))
+		}
+		if r.Agent != nil && r.Agent.Final != "" {
+			b.WriteString("- The agent's last message:\n" + codeBlock(r.Agent.Final))
 		}
 		b.WriteString("\n")
 	}

@@ -48,6 +48,19 @@ func TestRenderComment(t *testing.T) {
 			notContains: []string{"Fix cycles", "@copilot", "cc "},
 		},
 		{
+			name: "an agent budget says the run's figures and its last message",
+			req: Request{PR: pr, HeadSHA: head, Reason: events.ReasonAgentBudgetExhausted, Severity: events.SeverityBlocking,
+				Detail: "the agent's run reached turn 4, over PRLOOP_AGENT_MAX_TURNS=3", Agent: &events.AgentRunSummary{
+					Preset: "claude-code", Turns: 4, CostUSD: 0.12, PRCostUSD: 0.3, Tools: []string{"Read×4"}, Denials: []string{"Bash"},
+					Budget: "turns", Final: "Still looking at main.go.",
+				}},
+			opts: def,
+			contains: []string{
+				"The agent's last run: ` claude-code: 4 turn(s), $0.1200, $0.3000 on this PR so far; tools Read×4; denied Bash; stopped by prloop's turns budget `",
+				"over PRLOOP_AGENT_MAX_TURNS=3", "The agent's last message:", "  Still looking at main.go.\n",
+			},
+		},
+		{
 			name: "failed checks ask for a fix, not a review",
 			req: Request{PR: pr, HeadSHA: head, Reason: events.ReasonChecksFailed, Severity: events.SeverityBlocking,
 				Detail: "required checks failed: check unit-tests (failure)"},

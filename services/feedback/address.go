@@ -169,6 +169,15 @@ type attempt struct {
 	wt    Worktree
 	files string // prompt and logs, outside the worktree
 	logs  []string
+	// stats is what the last preset run's stream said (nil: none ran).
+	stats *RunStats
+	// stoppedBy names the budget that stopped the last run, if any, and
+	// budgetFigures says by how much; transcript is the last run's
+	// transcript; dayCost the day's spend across PRs before the run.
+	stoppedBy     budgetKind
+	budgetFigures string
+	transcript    string
+	dayCost       float64
 }
 
 func (a *attempt) run(ctx context.Context) (Result, error) {
@@ -331,6 +340,11 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			return a.escalate(ctx, events.ReasonAgentBudgetExhausted, errText(lastErr),
 				fmt.Sprintf("the agent ran %s on this PR (PRLOOP_AGENT_BUDGET=%s)", a.rec.AgentSpent.Round(time.Second), s.cfg.AgentBudget))
 		}
+		if res, wait, err := a.budgetGate(ctx); err != nil || res != nil {
+			return derefResult(res), err
+		} else if wait {
+			continue
+		}
 		if err := a.prepareRun(ctx); classify(nil, err).permanent() {
 			return a.escalate(ctx, a.failReason(), err.Error(), "")
 		} else if err != nil {
@@ -345,13 +359,16 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		a.logs = append(a.logs, logFile)
 		a.log.Info("running the agent", "run", a.rec.Runs, "of", s.cfg.AgentAttempts, "worktree", a.wt.Dir, "log", logFile)
 		began := time.Now()
-		agentErr := s.agent.Run(ctx, AgentRun{
+		run := AgentRun{
 			Dir: a.wt.Dir, Prompt: prompt, PromptFile: filepath.Join(a.files, "prompt.md"), LogFile: logFile,
 			Env: append(append(slices.Clip(a.env), "PRLOOP_PR="+a.req.PR.String(), "PRLOOP_BRANCH="+a.wt.Branch),
 				agentIdentity(s.cfg.GitAuthorName, s.cfg.GitAuthorEmail)...),
 			Timeout: st.timeout,
-		})
+		}
+		a.streamed(ctx, &run, logFile)
+		agentErr := s.agent.Run(ctx, run)
 		a.rec.AgentSpent += time.Since(began)
+		a.account(ctx, run, agentErr)
 		if ctx.Err() != nil {
 			// Counted even so: an interrupted run cost its time too.
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -387,6 +404,11 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		}
 		v := classify(agentErr, err)
 		s.d.Metrics.AgentRun(v.metric())
+		if res, again, err := a.overBudget(ctx, agentErr, err); res != nil || err != nil {
+			return derefResult(res), err
+		} else if again {
+			continue
+		}
 		switch {
 		case v == verdictFixed:
 			if agentErr != nil {
@@ -698,7 +720,7 @@ func (a *attempt) addressed(ctx context.Context, res fixResult) (Result, error) 
 	}
 	_, dup, err := a.s.emit.Emit(ctx, &events.FeedbackAddressed{
 		Base: events.Base{PR: pr, HeadSHA: res.head}, PreviousHeadSHA: a.req.HeadSHA,
-		FixCycle: a.cycle + 1, PushedAt: res.pushedAt.UTC(), Actor: Name, Detail: detail,
+		FixCycle: a.cycle + 1, PushedAt: res.pushedAt.UTC(), Actor: Name, Detail: detail, Agent: a.summary(),
 	}, parts...)
 	if err != nil {
 		return Result{}, err
@@ -733,7 +755,7 @@ func (a *attempt) escalate(ctx context.Context, reason events.Reason, lastErr, d
 	_, _, err := a.s.emit.Emit(ctx, &events.EscalationRequested{
 		Base: events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, Reason: reason, Severity: events.SeverityBlocking,
 		FixCycle: a.cycle, Detail: detail, LastError: lastErr,
-		HumanReviewRequired: reason == events.ReasonMaxFixCycles, Actor: Name, Epoch: a.req.Epoch,
+		HumanReviewRequired: reason == events.ReasonMaxFixCycles, Actor: Name, Epoch: a.req.Epoch, Agent: a.summary(),
 	}, string(reason), ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), a.req.EventID)
 	if err != nil {
 		return Result{}, err

@@ -69,8 +69,14 @@ func containsAny(s string, subs []string) bool {
 
 // sandboxAgent runs the coding agent command in the sandbox.
 type sandboxAgent struct {
-	// Cmd is run as `sh -c Cmd`.
-	Cmd string
+	// Spec is the preset's command line, or the command sh -c runs.
+	Spec agentSpec
+	// Prices price a preset's tokens (PRLOOP_AGENT_PRICES);
+	// TranscriptMaxBytes caps each run's transcript.
+	Prices             priceTable
+	TranscriptMaxBytes int64
+	// Model is PRLOOP_AGENT_MODEL, for pricing a stream that names none.
+	Model string
 	// Timeout bounds one run; KillGrace separates SIGTERM from SIGKILL.
 	Timeout, KillGrace time.Duration
 	// LogMaxBytes caps the kept output.
@@ -91,6 +97,13 @@ type AgentRun struct {
 	// Timeout, when positive and shorter than the Agent's, bounds this run
 	// (what is left of the PR's agent budget).
 	Timeout time.Duration
+	// Transcript is where a preset's stream is kept (JSONL).
+	Transcript string
+	// Check, when set, is asked after each line of a preset's stream: an
+	// error (a *BudgetError) stops the run, and Run returns it.
+	Check func(RunStats) error
+	// Stats, when set, receives what the stream said (a preset's run).
+	Stats *RunStats
 }
 
 // ErrAgentTimeout is wrapped by Run's error when the agent ran out of time.
@@ -130,19 +143,45 @@ func (a *sandboxAgent) Run(ctx context.Context, r AgentRun) error {
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tail := &tailWriter{max: stderrTailBytes}
-	runErr := a.Sandbox.Run(tctx, sandbox.Cmd{
-		Args: []string{"sh", "-c", a.Cmd}, Dir: r.Dir,
-		Env:      append(append([]string(nil), r.Env...), "PRLOOP_PROMPT_FILE="+r.PromptFile),
+	var stdout io.Writer = out
+	// A budget stops the run through its own cause, told apart from a
+	// timeout and from ctx's end.
+	bctx, stop := context.WithCancelCause(tctx)
+	defer stop(nil)
+	var stream *streamWriter
+	if a.Spec.Preset != PresetCommand {
+		tf, closeT, err := openTranscript(r.Transcript, a.TranscriptMaxBytes)
+		if err != nil {
+			return err
+		}
+		defer closeT()
+		stream = &streamWriter{p: newStreamParser(a.Spec.Preset, a.Prices, a.Model), check: r.Check, stop: stop}
+		stdout = io.MultiWriter(tf, stream)
+	}
+	runErr := a.Sandbox.Run(bctx, sandbox.Cmd{
+		Args: a.Spec.argv(), Dir: r.Dir,
+		Env:      append(append(append([]string(nil), r.Env...), a.Spec.Env...), "PRLOOP_PROMPT_FILE="+r.PromptFile),
 		ReadOnly: []string{filepath.Dir(r.PromptFile)},
-		Stdin:    strings.NewReader(r.Prompt), Stdout: out, Stderr: io.MultiWriter(out, tail), KillGrace: a.KillGrace,
+		Stdin:    strings.NewReader(r.Prompt), Stdout: stdout, Stderr: io.MultiWriter(out, tail), KillGrace: a.KillGrace,
 	})
 	fmt.Fprintf(out, "\n[prloop: agent exited: %v]\n", exitText(runErr))
+	if stream != nil {
+		stream.flush()
+		st := stream.Stats()
+		fmt.Fprintf(out, "[prloop: %s stream: %d turns, $%.4f, %d lines (transcript: %s)]\n", st.Preset, st.Turns, st.CostUSD, st.Lines, filepath.Base(r.Transcript))
+		if r.Stats != nil {
+			*r.Stats = st
+		}
+	}
 	if out.dropped > 0 {
 		fmt.Fprintf(logf, "[prloop: %d bytes of output dropped over PRLOOP_AGENT_LOG_MAX_BYTES]\n", out.dropped)
 	}
+	var budgetErr *BudgetError
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("agent stopped: %w", context.Cause(ctx))
+	case errors.As(context.Cause(bctx), &budgetErr) && tctx.Err() == nil:
+		return fmt.Errorf("agent stopped: %w", budgetErr)
 	case tctx.Err() != nil:
 		return fmt.Errorf("%w after %s", ErrAgentTimeout, timeout)
 	case notRunnable(runErr):

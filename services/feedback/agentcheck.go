@@ -123,9 +123,9 @@ func shellWord(s string) (word, lit, rest string, ok bool) {
 // found there. A command whose program cannot be known without running it
 // (see agentProgram) is not checked.
 func (s *Service) CheckAgent(ctx context.Context) error {
-	prog, ok := agentProgram(s.cfg.AgentCmd)
+	prog, ok := s.spec.program()
 	if !ok {
-		s.d.Log.Info("agent command not checked at start: its program is known only when the shell runs it", "agent_cmd", s.cfg.AgentCmd)
+		s.d.Log.Info("agent command not checked at start: its program is known only when the shell runs it", "agent_cmd", s.spec.Shell)
 		return nil
 	}
 	if err := os.MkdirAll(s.worksDir, 0o700); err != nil {
@@ -164,7 +164,7 @@ func (s *Service) CheckAgent(ctx context.Context) error {
 // anywhere.
 func missingAgent(prog string, mode sandbox.Mode, host string) error {
 	if mode == sandbox.None {
-		return fmt.Errorf("the agent command %s is not found (PRLOOP_AGENT_SANDBOX=none: looked up on prloop's own PATH); install it, or fix PRLOOP_AGENT_CMD", prog)
+		return fmt.Errorf("the agent command %s is not found (PRLOOP_AGENT_SANDBOX=none: looked up on prloop's own PATH); install it, or fix PRLOOP_AGENT (or PRLOOP_AGENT_CMD)", prog)
 	}
 	dirs := "its directory (e.g. /root/.local/bin)"
 	if host != "" {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/prloop/prloop/pkg/config"
@@ -34,11 +33,38 @@ type Config struct {
 	// WorkspaceSweepInterval is how often the workspaces of closed or
 	// merged PRs are looked for and removed (a few PRs per sweep); 0: never.
 	WorkspaceSweepInterval time.Duration `envconfig:"PRLOOP_WORKSPACE_SWEEP_INTERVAL" default:"10m" desc:"how often the workspaces of closed or merged PRs are removed (up to 20 PRs checked per sweep); 0: never"`
-	// AgentCmd is the coding agent, run with sh -c in the worktree, in the
-	// sandbox, with the prompt on stdin and in the file named by
-	// PRLOOP_PROMPT_FILE (outside the worktree), PRLOOP_PR and
-	// PRLOOP_BRANCH in its environment, and no credentials of prloop's.
-	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD" default:"claude -p --permission-mode acceptEdits" desc:"the coding agent, run with sh -c in the worktree, in the sandbox; prompt on stdin and in $PRLOOP_PROMPT_FILE; no credentials of prloop's; its program must be found in the sandbox at start"`
+	// Agent is the agent preset (agentpreset.go, docs/agents.md):
+	// claude-code, codex or command. Unset, it is command when
+	// PRLOOP_AGENT_CMD is set and claude-code otherwise.
+	Agent string `envconfig:"PRLOOP_AGENT" desc:"the agent preset: claude-code, codex or command (PRLOOP_AGENT_CMD); unset, command when PRLOOP_AGENT_CMD is set, else claude-code"`
+	// AgentCmd is the coding agent of PRLOOP_AGENT=command, run with sh -c
+	// in the worktree, in the sandbox, with the prompt on stdin and in the
+	// file named by PRLOOP_PROMPT_FILE (outside the worktree), PRLOOP_PR
+	// and PRLOOP_BRANCH in its environment, and no credentials of prloop's.
+	AgentCmd string `envconfig:"PRLOOP_AGENT_CMD" desc:"the coding agent of PRLOOP_AGENT=command, run with sh -c in the worktree, in the sandbox; prompt on stdin and in $PRLOOP_PROMPT_FILE; no credentials of prloop's; its program must be found in the sandbox at start"`
+	// AgentModel, AgentArgs, AgentPermissionMode and AgentAllowedTools
+	// shape a preset's command line: its model, extra arguments (sh
+	// quoting, no expansions), and Claude Code's --permission-mode and
+	// --allowedTools.
+	AgentModel          string   `envconfig:"PRLOOP_AGENT_MODEL" desc:"the model a preset asks for (claude --model, codex -m); empty: the CLI's default"`
+	AgentArgs           string   `envconfig:"PRLOOP_AGENT_ARGS" desc:"extra arguments for a preset's command line (sh quoting, no expansions)"`
+	AgentPermissionMode string   `envconfig:"PRLOOP_AGENT_PERMISSION_MODE" default:"acceptEdits" desc:"Claude Code's --permission-mode for the claude-code preset"`
+	AgentAllowedTools   []string `envconfig:"PRLOOP_AGENT_ALLOWED_TOOLS" desc:"Claude Code's --allowedTools for the claude-code preset (comma-separated)"`
+	// AgentMaxTurns bounds one run's turns, counted from a preset's
+	// stream; the run is stopped at the first turn over. 0: no bound.
+	AgentMaxTurns int `envconfig:"PRLOOP_AGENT_MAX_TURNS" default:"100" desc:"turns one agent run may take, counted from the preset's stream; the run is stopped at the first turn over; 0: no bound"`
+	// AgentMaxCostUSD bounds what a preset's runs cost per PR, across all
+	// its runs and fix cycles; AgentDailyCostUSD what they cost across all
+	// PRs per UTC day (new runs wait for the next day). 0: no bound.
+	AgentMaxCostUSD   float64 `envconfig:"PRLOOP_AGENT_MAX_COST_USD" default:"20" desc:"USD a preset's runs may cost per PR across all its runs and fix cycles; over it the PR escalates agent_budget_exhausted; 0: no bound"`
+	AgentDailyCostUSD float64 `envconfig:"PRLOOP_AGENT_DAILY_COST_USD" default:"0" desc:"USD the agent runs may cost across all PRs per UTC day; when reached, new runs wait for the next day; 0: no bound"`
+	// AgentPrices prices tokens when a stream reports no cost (Codex
+	// always; Claude Code until its final result): model=input/output in
+	// USD per million tokens, comma-separated; "*" is any other model.
+	AgentPrices string `envconfig:"PRLOOP_AGENT_PRICES" default:"claude-opus*=15/75,claude-sonnet*=3/15,claude-haiku*=1/5,gpt-5*-mini*=0.25/2,*=1.25/10" desc:"token prices when a stream reports no cost: model=input/output USD per million tokens, comma-separated; * is any other model"`
+	// AgentTranscriptMaxBytes caps each run's kept transcript (the
+	// preset's JSONL stream, beside the agent log).
+	AgentTranscriptMaxBytes int64 `envconfig:"PRLOOP_AGENT_TRANSCRIPT_MAX_BYTES" default:"4194304" desc:"bytes of each run's kept transcript (the preset's JSONL stream, beside the agent log)"`
 	// AgentTimeout bounds one agent run; its whole sandbox is then killed.
 	AgentTimeout time.Duration `envconfig:"PRLOOP_AGENT_TIMEOUT" default:"10m" desc:"then every process in the agent's sandbox is killed"`
 	// AgentBudget bounds the agent wall time spent on one PR across all
@@ -164,9 +190,7 @@ func (c Config) Validate() error {
 	if c.AgentBackoff < 0 {
 		errs = append(errs, fmt.Errorf("PRLOOP_AGENT_BACKOFF=%s: want a duration of 0 or more", c.AgentBackoff))
 	}
-	if strings.TrimSpace(c.AgentCmd) == "" {
-		errs = append(errs, errors.New("PRLOOP_AGENT_CMD is empty: name the coding agent, e.g. claude -p --permission-mode acceptEdits"))
-	}
+	errs = append(errs, c.validateAgent())
 	for _, n := range []struct {
 		name string
 		v    int64

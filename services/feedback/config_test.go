@@ -18,7 +18,11 @@ func TestConfig_Defaults(t *testing.T) {
 	t.Setenv("PRLOOP_REVIEWERS", "alice,bob")
 	require.NoError(t, config.Load(&cfg))
 	assert.Equal(t, 2, cfg.Concurrency)
-	assert.Equal(t, "claude -p --permission-mode acceptEdits", cfg.AgentCmd)
+	assert.Empty(t, cfg.AgentCmd)
+	spec, err := cfg.agentSpec(true)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"claude", "-p", "--output-format", "stream-json", "--verbose", "--permission-mode", "acceptEdits", "--max-turns", "101"}, spec.Args,
+		"the default agent is the Claude Code preset, its turns bounded")
 	assert.Equal(t, 10*time.Minute, cfg.AgentTimeout)
 	assert.Equal(t, 3, cfg.AgentAttempts)
 	assert.Equal(t, 2, cfg.MaxFixCycles)
@@ -73,7 +77,10 @@ func TestConfig_Validate(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults are valid", mut: func(*Config) {}},
-		{name: "no agent", mut: func(c *Config) { c.AgentCmd = " " }, wantErr: "PRLOOP_AGENT_CMD is empty"},
+		{name: "command without a command", mut: func(c *Config) { c.Agent, c.AgentCmd = "command", " " }, wantErr: "PRLOOP_AGENT=command needs PRLOOP_AGENT_CMD"},
+		{name: "unknown preset", mut: func(c *Config) { c.Agent = "aider" }, wantErr: "PRLOOP_AGENT=aider"},
+		{name: "bad prices", mut: func(c *Config) { c.AgentPrices = "gpt=1" }, wantErr: "PRLOOP_AGENT_PRICES"},
+		{name: "negative cost budget", mut: func(c *Config) { c.AgentDailyCostUSD = -1 }, wantErr: "PRLOOP_AGENT_DAILY_COST_USD"},
 		{name: "no attempts", mut: func(c *Config) { c.AgentAttempts = 0 }, wantErr: "PRLOOP_AGENT_ATTEMPTS=0"},
 		{name: "no concurrency", mut: func(c *Config) { c.Concurrency = 0 }, wantErr: "PRLOOP_FEEDBACK_CONCURRENCY=0"},
 		{name: "negative cycles", mut: func(c *Config) { c.MaxFixCycles = -1 }, wantErr: "PRLOOP_MAX_FIX_CYCLES=-1"},

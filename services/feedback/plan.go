@@ -128,7 +128,7 @@ func plan(req Request, rec Record, pr snapshot, lim limits) action {
 	}
 	resuming := rec.InFlight(req) && rec.Runs > 0
 	if !rec.InFlight(req) {
-		rec = Record{Key: req.Key(), EventID: req.EventID, AgentSpent: rec.AgentSpent, CIFixes: rec.CIFixes}
+		rec = Record{Key: req.Key(), EventID: req.EventID, AgentSpent: rec.AgentSpent, CIFixes: rec.CIFixes, AgentCostUSD: rec.AgentCostUSD}
 	}
 	skip := func(why, note string) action { return action{kind: actSkip, why: why, note: note, rec: rec} }
 	// The fix is on GitHub when the record says prloop pushed it, or when

@@ -142,6 +142,10 @@ type Record struct {
 	// CIFixes counts the attempts to fix failing checks on the PR, carried
 	// over like AgentSpent: what PRLOOP_MAX_CI_FIX_CYCLES bounds.
 	CIFixes int `json:"ci_fixes,omitempty"`
+	// AgentCostUSD is what a preset's runs on the PR cost so far, across
+	// change requests: what PRLOOP_AGENT_MAX_COST_USD bounds, carried over
+	// like AgentSpent.
+	AgentCostUSD float64 `json:"agent_cost_usd,omitempty"`
 	// FixCycle is the number of the fix this change request's push is, or
 	// will be: fixed when the record is made, before anything is pushed,
 	// so that one push counts as one fix cycle however often the change

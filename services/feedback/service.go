@@ -119,6 +119,8 @@ type Service struct {
 	pol     *policy.Reader // each base's .github/prloop.yml (policy.go)
 	tmpl    *template.Template
 	agent   Agent
+	// spec is the agent's command line (PRLOOP_AGENT and its settings).
+	spec agentSpec
 	// git is prloop's git with the process's environment (the sweep uses
 	// it); newGit gives an attempt one with the attempt's environment.
 	git      *realGit
@@ -175,6 +177,10 @@ func New(cfg Config, d Deps) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PRLOOP_PROMPT_TEMPLATE: %w", err)
 	}
+	agent, err := newAgent(cfg, d.Sandbox)
+	if err != nil {
+		return nil, err
+	}
 	dir := cfg.WorkspaceDir
 	if dir == "" {
 		dir = filepath.Join(cfg.DataDir, "workspace")
@@ -192,12 +198,10 @@ func New(cfg Config, d Deps) (*Service, error) {
 			defer cancel()
 			return d.GitHub.GetPermission(ctx, repo, login)
 		}),
-		policy: cfg.Policy(d.Self),
-		tmpl:   tmpl,
-		agent: &sandboxAgent{
-			Cmd: cfg.AgentCmd, Timeout: cfg.AgentTimeout, KillGrace: cfg.AgentKillGrace, LogMaxBytes: cfg.AgentLogMaxBytes,
-			Sandbox: d.Sandbox,
-		},
+		policy:   cfg.Policy(d.Self),
+		tmpl:     tmpl,
+		agent:    agent,
+		spec:     agent.Spec,
 		sleep:    ctxtime.Sleep,
 		worksDir: dir,
 	}
