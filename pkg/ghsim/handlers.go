@@ -58,6 +58,7 @@ func (s *Sim) routes() {
 	s.handle("GET "+r+"/branches/{branch}/protection", s.branchProtectionHandler)
 	s.handle("GET "+r+"/compare/{basehead...}", s.compareHandler)
 	s.handle("DELETE "+r+"/git/refs/{ref...}", s.deleteRef)
+	s.appRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, "NOT_FOUND", func(*reqCtx) *result { return notFound() })
 	})
