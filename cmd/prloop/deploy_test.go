@@ -119,6 +119,7 @@ type dockerStage struct {
 	uid        int64  // USER's numeric UID, or -1
 	image      envSet // its ENV
 	runs       string // its RUN command lines
+	copies     string // its COPY sources, unexpanded
 }
 
 // readDockerfile parses the Dockerfile with BuildKit's parser and returns
@@ -154,6 +155,8 @@ func readDockerfile(t *testing.T, root string) map[string]*dockerStage {
 				}
 			case *instructions.RunCommand:
 				s.runs += strings.Join(c.CmdLine, " ") + "\n"
+			case *instructions.CopyCommand:
+				s.copies += strings.Join(c.SourcePaths, " ") + "\n"
 			}
 		}
 		out[st.Name] = s
