@@ -35,6 +35,16 @@ type goreleaserConfig struct {
 	DockersV2 []goreleaserImage `json:"dockers_v2"`
 }
 
+// readGoreleaser reads .goreleaser.yaml.
+func readGoreleaser(t *testing.T, root string) goreleaserConfig {
+	t.Helper()
+	text, err := os.ReadFile(filepath.Join(root, ".goreleaser.yaml"))
+	require.NoError(t, err)
+	var cfg goreleaserConfig
+	require.NoError(t, yaml.Unmarshal(text, &cfg), ".goreleaser.yaml")
+	return cfg
+}
+
 type goreleaserBuild struct {
 	ID      string   `json:"id"`
 	Main    string   `json:"main"`
@@ -65,10 +75,7 @@ type goreleaserImage struct {
 func TestRelease_GoreleaserBuildsWhatTheDeploymentRuns(t *testing.T) {
 	t.Parallel()
 	root := proctest.Root(t)
-	text, err := os.ReadFile(filepath.Join(root, ".goreleaser.yaml"))
-	require.NoError(t, err)
-	var cfg goreleaserConfig
-	require.NoError(t, yaml.Unmarshal(text, &cfg), ".goreleaser.yaml")
+	cfg := readGoreleaser(t, root)
 	df := readDockerfile(t, root)
 	_, cases := composeCases(t, root, df, composePath)
 
@@ -177,10 +184,7 @@ func TestRelease_WorkflowRunsTheCheckedGoreleaser(t *testing.T) {
 func TestRelease_VersionStampedByLdflags(t *testing.T) {
 	t.Parallel()
 	root := proctest.Root(t)
-	text, err := os.ReadFile(filepath.Join(root, ".goreleaser.yaml"))
-	require.NoError(t, err)
-	var cfg goreleaserConfig
-	require.NoError(t, yaml.Unmarshal(text, &cfg))
+	cfg := readGoreleaser(t, root)
 	i := slices.IndexFunc(cfg.Builds, func(b goreleaserBuild) bool { return b.Main == "./cmd/prloop" })
 	require.GreaterOrEqual(t, i, 0, ".goreleaser.yaml: no build of ./cmd/prloop")
 	const tag = "v9.8.7"
