@@ -129,7 +129,8 @@ func TestDeployHelm_DefaultsRenderDeployK8s(t *testing.T) {
 func TestDeployHelm_Lint(t *testing.T) {
 	t.Parallel()
 	root := proctest.Root(t)
-	for _, tc := range helmValueCases() {
+	// As shipped (no namespace of its own), and under each test's values.
+	for _, tc := range append(helmValueCases(), helmValueCase{name: "values.yaml alone"}) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			l := lint.AllWithKubeVersion(filepath.Join(root, helmChart), tc.values, helmNamespace, nil)
