@@ -238,18 +238,34 @@ func TestDeployHelm_ValuesKeepTheChecks(t *testing.T) {
 	}
 }
 
-// TestDeployHelm_RefusesAnEvenNATSCluster: the chart fails at render time
-// rather than deploy a JetStream cluster without a majority after a loss.
-func TestDeployHelm_RefusesAnEvenNATSCluster(t *testing.T) {
+// TestDeployHelm_RefusesWhatCannotWork: the chart fails at render time
+// rather than deploy a JetStream cluster without a majority after a loss,
+// or a credential in a ConfigMap.
+func TestDeployHelm_RefusesWhatCannotWork(t *testing.T) {
 	t.Parallel()
 	root := proctest.Root(t)
 	chrt, err := loader.Load(filepath.Join(root, helmChart))
 	require.NoError(t, err)
-	for _, n := range []int{1, 2, 4} {
-		vals, err := chartutil.ToRenderValues(chrt, map[string]any{"nats": map[string]any{"replicas": n}},
-			chartutil.ReleaseOptions{Name: "prloop", Namespace: helmNamespace, IsInstall: true}, chartutil.DefaultCapabilities)
-		require.NoError(t, err)
-		_, err = engine.Render(chrt, vals)
-		assert.ErrorContains(t, err, "nats.replicas: an odd number, 3 or more", "nats.replicas=%d", n)
+	tests := []struct {
+		name   string
+		values map[string]any
+		want   string
+	}{
+		{name: "one NATS server", values: map[string]any{"nats": map[string]any{"replicas": 1}}, want: "nats.replicas: an odd number, 3 or more"},
+		{name: "two NATS servers", values: map[string]any{"nats": map[string]any{"replicas": 2}}, want: "nats.replicas: an odd number, 3 or more"},
+		{name: "four NATS servers", values: map[string]any{"nats": map[string]any{"replicas": 4}}, want: "nats.replicas: an odd number, 3 or more"},
+		{name: "token in a ConfigMap", values: map[string]any{"config": map[string]any{"common": map[string]any{"GITHUB_TOKEN": "ghp_x"}}}, want: "GITHUB_TOKEN is a credential"},
+		{name: "webhook secret in a ConfigMap", values: map[string]any{"config": map[string]any{"poller": map[string]any{"PRLOOP_WEBHOOK_SECRET": "s"}}}, want: "PRLOOP_WEBHOOK_SECRET is a credential"},
+		{name: "App without its installation", values: map[string]any{"githubApp": map[string]any{"id": "1"}}, want: "githubApp.installationId"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			vals, err := chartutil.ToRenderValues(chrt, tt.values,
+				chartutil.ReleaseOptions{Name: "prloop", Namespace: helmNamespace, IsInstall: true}, chartutil.DefaultCapabilities)
+			require.NoError(t, err)
+			_, err = engine.Render(chrt, vals)
+			assert.ErrorContains(t, err, tt.want)
+		})
 	}
 }
