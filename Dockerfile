@@ -18,8 +18,13 @@
 #
 # Both run as UID 65532 (distroless's "nonroot"), so Kubernetes'
 # runAsNonRoot can check the numeric user.
+#
+# A release (.goreleaser.yaml) builds the same images from binaries it
+# compiled for each platform: BINARY_FROM=prebuilt takes $BINARY from the
+# build context's $TARGETPLATFORM directory instead of the build stage.
 
 ARG GO_VERSION=1.26
+ARG BINARY_FROM=build
 
 FROM golang:${GO_VERSION}-alpine AS build
 ARG SERVICE=prloop
@@ -38,6 +43,14 @@ RUN --mount=type=cache,target=/root/.cache/go-build \
     esac && \
     CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X main.version=$VERSION" -o /out/app "$pkg"
 
+# goreleaser's context: <os>/<arch>/<binary> for each platform.
+FROM scratch AS prebuilt
+ARG TARGETPLATFORM
+ARG BINARY=prloop
+COPY ${TARGETPLATFORM}/${BINARY} /out/app
+
+FROM ${BINARY_FROM} AS binary
+
 # Settings every prloop image shares: serve /healthz, /readyz and /metrics on
 # all interfaces (the default, 127.0.0.1:0, is for a laptop), log JSON.
 FROM gcr.io/distroless/static-debian12:nonroot AS static
@@ -45,7 +58,7 @@ ARG SERVICE=prloop
 LABEL org.opencontainers.image.title="prloop-${SERVICE}" \
       org.opencontainers.image.source="https://github.com/prloop/prloop"
 ENV PRLOOP_HTTP_ADDR=:8080 PRLOOP_LOG_FORMAT=json
-COPY --from=build /out/app /usr/local/bin/app
+COPY --from=binary /out/app /usr/local/bin/app
 USER 65532:65532
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/app"]
@@ -62,7 +75,7 @@ RUN apk add --no-cache git ca-certificates tzdata bubblewrap \
 # HOME is where git and the agent keep their settings; Kubernetes mounts an
 # emptyDir there (and on /workspace and /tmp) under a read-only root.
 ENV HOME=/home/prloop PRLOOP_HTTP_ADDR=:8080 PRLOOP_LOG_FORMAT=json
-COPY --from=build /out/app /usr/local/bin/app
+COPY --from=binary /out/app /usr/local/bin/app
 USER 65532:65532
 WORKDIR /home/prloop
 EXPOSE 8080

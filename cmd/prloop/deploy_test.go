@@ -119,6 +119,7 @@ type dockerStage struct {
 	uid        int64  // USER's numeric UID, or -1
 	image      envSet // its ENV
 	runs       string // its RUN command lines
+	copies     string // its COPY sources, unexpanded
 }
 
 // readDockerfile parses the Dockerfile with BuildKit's parser and returns
@@ -154,6 +155,8 @@ func readDockerfile(t *testing.T, root string) map[string]*dockerStage {
 				}
 			case *instructions.RunCommand:
 				s.runs += strings.Join(c.CmdLine, " ") + "\n"
+			case *instructions.CopyCommand:
+				s.copies += strings.Join(c.SourcePaths, " ") + "\n"
 			}
 		}
 		out[st.Name] = s
@@ -366,23 +369,52 @@ func decodeStrict[T any](t *testing.T, y []byte) T {
 	return v
 }
 
+// k8sObject is one rendered object: its kind, name and YAML.
+type k8sObject struct {
+	kind, name string
+	yaml       []byte
+}
+
+// renderK8s renders deploy/k8s as kubectl apply -k does.
 func renderK8s(t *testing.T, root string, df map[string]*dockerStage) *k8sBase {
 	t.Helper()
 	dir := filepath.Join(root, k8sDir)
 	kust, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
 	require.NoError(t, err)
-	b := &k8sBase{kust: decodeStrict[ktypes.Kustomization](t, kust), configMaps: map[string]corev1.ConfigMap{}}
+	b := readK8s(t, root, df, k8sDir, kustomize(t, dir), nil)
+	b.kust = decodeStrict[ktypes.Kustomization](t, kust)
+	return b
+}
+
+// kustomize renders a kustomization's objects.
+func kustomize(t *testing.T, dir string) []k8sObject {
+	t.Helper()
 	rendered, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
-	require.NoError(t, err, "kubectl apply -k %s would fail", k8sDir)
-	var deploys []appsv1.Deployment
+	require.NoError(t, err, "kubectl apply -k %s would fail", dir)
+	var objs []k8sObject
 	for _, r := range rendered.Resources() {
 		y, err := r.AsYAML()
 		require.NoError(t, err, r.CurId().String())
-		switch r.GetKind() {
+		objs = append(objs, k8sObject{r.GetKind(), r.GetName(), y})
+	}
+	return objs
+}
+
+// readK8s decodes rendered objects (of deploy/k8s or the Helm chart,
+// source) and pairs each Deployment's container with the role and image
+// target docker-compose.yml builds for it. images, when not nil, is the
+// image each container must run; else it must be the one compose builds.
+func readK8s(t *testing.T, root string, df map[string]*dockerStage, source string, objs []k8sObject, images map[string]string) *k8sBase {
+	t.Helper()
+	b := &k8sBase{configMaps: map[string]corev1.ConfigMap{}}
+	var deploys []appsv1.Deployment
+	for _, o := range objs {
+		y := o.yaml
+		switch o.kind {
 		case "Namespace":
 			b.namespaces = append(b.namespaces, decodeStrict[corev1.Namespace](t, y))
 		case "ConfigMap":
-			b.configMaps[r.GetName()] = decodeStrict[corev1.ConfigMap](t, y)
+			b.configMaps[o.name] = decodeStrict[corev1.ConfigMap](t, y)
 		case "Deployment":
 			deploys = append(deploys, decodeStrict[appsv1.Deployment](t, y))
 		case "StatefulSet":
@@ -391,22 +423,26 @@ func renderK8s(t *testing.T, root string, df map[string]*dockerStage) *k8sBase {
 			b.services = append(b.services, decodeStrict[corev1.Service](t, y))
 		}
 	}
-	// The image names the service, and the compose service building it the
-	// Dockerfile target.
+	// The container names the service, and the compose service building
+	// its image the Dockerfile target.
 	_, cases := composeCases(t, root, df, composePath)
 	for _, d := range deploys {
-		where := k8sDir + ": Deployment " + d.Name
+		where := source + ": Deployment " + d.Name
 		require.Len(t, d.Spec.Template.Spec.Containers, 1, where)
 		c := d.Spec.Template.Spec.Containers[0]
-		i := slices.IndexFunc(cases, func(tc composeCase) bool { return imageRepo(t, tc.svc.Image) == imageRepo(t, c.Image) })
-		require.GreaterOrEqual(t, i, 0, "%s: image %s is not one docker-compose.yml builds", where, c.Image)
+		i := slices.IndexFunc(cases, func(tc composeCase) bool { return tc.role.name == c.Name })
+		require.GreaterOrEqual(t, i, 0, "%s: container %s runs no service docker-compose.yml builds", where, c.Name)
 		tc := cases[i]
-		assert.Equal(t, c.Name, tc.role.name, "%s: container %s runs the %s image", where, c.Name, tc.role.name)
+		if images == nil {
+			assert.Equal(t, imageRepo(t, tc.svc.Image), imageRepo(t, c.Image), "%s: container %s runs the %s image docker-compose.yml builds", where, c.Name, tc.role.name)
+		} else {
+			assert.Equal(t, images[c.Name], c.Image, "%s: container %s: image", where, c.Name)
+		}
 		env := envSet{}
 		for _, ef := range c.EnvFrom {
 			require.NotNil(t, ef.ConfigMapRef, "%s: envFrom a Secret hides which variables it sets; use env with secretKeyRef", where)
 			cm, ok := b.configMaps[ef.ConfigMapRef.Name]
-			require.True(t, ok && ef.Prefix == "", "%s: envFrom ConfigMap %s: not in the base, or a prefix", where, ef.ConfigMapRef.Name)
+			require.True(t, ok && ef.Prefix == "", "%s: envFrom ConfigMap %s: not rendered, or a prefix", where, ef.ConfigMapRef.Name)
 			for k, v := range cm.Data {
 				env[k] = envValue{value: v, known: true, from: "ConfigMap " + cm.Name}
 			}
@@ -501,8 +537,20 @@ func TestDeployK8s_VariablesPortsSecurityAndNATS(t *testing.T) {
 		assert.True(t, filepath.Base(m) == "kustomization.yaml" || slices.Contains(b.kust.Resources, filepath.Base(m)), "kustomization.yaml: resources lacks %s", filepath.Base(m))
 	}
 	require.Len(t, b.namespaces, 1)
+	assert.Equal(t, b.kust.Namespace, b.namespaces[0].Name, "kustomization.yaml: namespace")
+	for _, d := range b.deploys {
+		assert.True(t, slices.ContainsFunc(b.kust.Images, func(im ktypes.Image) bool { return im.Name == imageRepo(t, d.c.Image) }), "%s: kustomization.yaml images: lets users point %s at their registry", d.where, d.c.Image)
+	}
+	checkK8s(t, b)
+}
+
+// checkK8s checks rendered Kubernetes objects (deploy/k8s or the Helm
+// chart): each Deployment's environment, ports, probes, Prometheus
+// annotations and security, the Services, and the NATS cluster.
+func checkK8s(t *testing.T, b *k8sBase) {
+	t.Helper()
+	require.Len(t, b.namespaces, 1)
 	ns := b.namespaces[0]
-	assert.Equal(t, b.kust.Namespace, ns.Name, "kustomization.yaml: namespace")
 	version, err := psapi.ParseVersion(ns.Labels[psapi.EnforceVersionLabel])
 	require.NoError(t, err, "Namespace %s", ns.Name)
 	lv := psapi.LevelVersion{Level: psapi.LevelRestricted, Version: version}
@@ -583,7 +631,6 @@ func TestDeployK8s_VariablesPortsSecurityAndNATS(t *testing.T) {
 		where, c, pod := d.where, d.c, d.Spec.Template
 		seen = append(seen, c.Name)
 		assert.True(t, d.Spec.Replicas != nil && *d.Spec.Replicas > 0 && labels.SelectorFromSet(d.Spec.Selector.MatchLabels).Matches(labels.Set(pod.Labels)), "%s: replicas and a selector of its pods", where)
-		assert.True(t, slices.ContainsFunc(b.kust.Images, func(im ktypes.Image) bool { return im.Name == imageRepo(t, c.Image) }), "%s: kustomization.yaml images: lets users point %s at their registry", where, c.Image)
 		for _, ef := range c.EnvFrom {
 			usedCMs[ef.ConfigMapRef.Name] = true
 		}

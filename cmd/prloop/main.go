@@ -38,6 +38,8 @@ Usage:
   prloop ghsim        serve a GitHub simulator (no token, no network)
   prloop emit-test    publish one test CloudEvent to a running prloop
   prloop nats-keys    make the NATS keys of a Compose or Kubernetes deployment
+  prloop app create   register a GitHub App with what prloop needs (-org ORG),
+                      by GitHub's manifest flow in your browser
   prloop version      print the version
 
 Run 'prloop <command> -h' for a command's flags. Configuration comes from
@@ -91,6 +93,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return emitTest(ctx, args[1:], stdout, stderr)
 	case "nats-keys":
 		return runNATSKeys(args[1:], stdout, stderr)
+	case "app":
+		return runApp(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "prloop", versionString())
 		return nil

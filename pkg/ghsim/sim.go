@@ -123,6 +123,7 @@ type Sim struct {
 	// actState is GitHub Actions (actions.go), made on first use.
 	actOnce  sync.Once
 	actState *actions
+	apps apps // registered from manifests (apps.go)
 }
 
 // New creates a simulator storing its repositories under opts.Dir.
@@ -439,12 +440,15 @@ func (s *Sim) serve(w http.ResponseWriter, r *http.Request, route string, h hand
 // dispatch runs auth, the secondary and primary limits, the handler and
 // conditional-request handling. It reports whether the request counted
 // against the primary limit.
+// anonymousWrites are the writes GitHub serves without authentication.
+var anonymousWrites = map[string]bool{"POST /app-manifests/{code}/conversions": true}
+
 func (s *Sim) dispatch(c *reqCtx, h handlerFunc, b *bucket, badCreds, exempt bool) (*result, bool) {
 	r := c.r
 	if badCreds {
 		return errResult(401, "Bad credentials"), false
 	}
-	if c.user == nil && r.Method != http.MethodGet && r.Method != http.MethodHead {
+	if c.user == nil && r.Method != http.MethodGet && r.Method != http.MethodHead && !anonymousWrites[c.route] {
 		return errResult(401, "Requires authentication"), false
 	}
 	if !exempt {

@@ -218,18 +218,20 @@ func MissingScope(scopes []string, private bool) string {
 // installation's permissions) do not grant; write grants read, admin
 // grants both.
 func MissingPermissions(perms map[string]string, features []Feature) []Need {
-	rank := map[string]int{"read": 1, "write": 2, "admin": 3}
 	var missing []Need
 	for _, n := range Needs {
 		if n.TokenOnly || !slices.Contains(features, n.Feature) {
 			continue
 		}
-		if rank[perms[n.Permission]] < rank[n.Level] {
+		if levelRank[perms[n.Permission]] < levelRank[n.Level] {
 			missing = append(missing, n)
 		}
 	}
 	return missing
 }
+
+// levelRank orders permission levels: write grants read, admin both.
+var levelRank = map[string]int{"read": 1, "write": 2, "admin": 3}
 
 // DescribeNeeds lists needs as "pull_requests: write (merge)", one
 // permission once, with every feature that needs it at the highest level.

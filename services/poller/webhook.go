@@ -8,9 +8,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
 )
 
 // maxWebhookBody is GitHub's own cap on a webhook payload.
@@ -110,11 +112,10 @@ type payload struct {
 }
 
 // webhookTargets extracts the PRs (or head commits) an event is about.
-// Events prloop does not use yield none.
+// Events prloop does not use (not in github.WebhookEvents, which a GitHub
+// App made by prloop app create subscribes to) yield none.
 func webhookTargets(event string, body []byte) ([]target, error) {
-	switch event {
-	case "pull_request", "pull_request_review", "pull_request_review_comment", "issue_comment", "check_suite", "status":
-	default:
+	if !slices.Contains(github.WebhookEvents, event) {
 		return nil, nil
 	}
 	var p payload

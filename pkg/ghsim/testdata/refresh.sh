@@ -48,7 +48,8 @@ include "strip";
   "/repos/{owner}/{repo}/git/refs/{ref}": ["delete"],
   "/repos/{owner}/{repo}/rules/branches/{branch}": ["get"],
   "/repos/{owner}/{repo}/branches/{branch}/protection": ["get"],
-  "/repos/{owner}/{repo}/compare/{basehead}": ["get"]
+  "/repos/{owner}/{repo}/compare/{basehead}": ["get"],
+  "/app-manifests/{code}/conversions": ["post"]
 } as $keep
 | .paths as $all
 | def op($p; $m):
