@@ -106,6 +106,8 @@ type Sim struct {
 
 	rateMu  sync.Mutex
 	buckets map[string]*bucket
+	// searches holds each user's searches of the last minute (search.go).
+	searches map[int64][]time.Time
 
 	faultMu     sync.Mutex
 	faults      []*faultState
@@ -456,6 +458,10 @@ func (s *Sim) dispatch(c *reqCtx, h handlerFunc, b *bucket, badCreds, exempt boo
 				return secondaryResult(wait), false
 			}
 			b.recent = append(b.recent, c.now)
+		}
+		if !searchCountsAgainstCore(c.route) {
+			s.rateMu.Unlock()
+			return s.safeCall(c, h), false // its own limit (search.go)
 		}
 		if b.used >= b.limit {
 			s.rateMu.Unlock()
