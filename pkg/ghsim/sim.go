@@ -42,6 +42,9 @@ type Options struct {
 	// SecondaryPerMinute, when positive, answers a token's requests beyond
 	// that many in a sliding minute with GitHub's secondary-limit 403.
 	SecondaryPerMinute int
+	// SearchPerMinute is the search API's limit per user and minute;
+	// default GitHub's 30 (a benchmark that compresses time scales it).
+	SearchPerMinute int
 	// MaxPerPage caps the page size of every list, whatever per_page a
 	// client asks for, as GitHub caps it at 100 (the default). Tests set it
 	// small, e.g. 3, so that a few items cross a page boundary. SetMaxPerPage
@@ -107,7 +110,8 @@ type Sim struct {
 	rateMu  sync.Mutex
 	buckets map[string]*bucket
 	// searches holds each user's searches of the last minute (search.go).
-	searches map[int64][]time.Time
+	searches     map[int64][]time.Time
+	searchPerMin atomic.Int64 // SetSearchPerMinute
 
 	faultMu     sync.Mutex
 	faults      []*faultState

@@ -35,6 +35,18 @@ type Config struct {
 	// PollInterval is how often each repository is probed; it is also the
 	// lifetime of a replica's repository lease.
 	PollInterval time.Duration `envconfig:"PRLOOP_POLL_INTERVAL" default:"30s"`
+	// IdleProbeInterval is how often a repository is probed while the
+	// probe is not what would see its news first: none of its PRs watched,
+	// or all of them shown by the search (adaptive.go); 0 probes every
+	// repository every interval.
+	IdleProbeInterval time.Duration `envconfig:"PRLOOP_IDLE_PROBE_INTERVAL" default:"10m"`
+	// Search lets the poller find the watched PRs' news with GitHub's
+	// search, once per interval, when PRLOOP_WATCH_AUTHORS or
+	// PRLOOP_WATCH_LABEL narrows what it watches (adaptive.go).
+	Search bool `envconfig:"PRLOOP_POLL_SEARCH" default:"true"`
+	// SearchPerMinute is the poller's share of GitHub's 30 searches a
+	// minute; a round that would need more leaves the rest to the lists.
+	SearchPerMinute int `envconfig:"PRLOOP_POLL_SEARCH_PER_MINUTE" default:"20"`
 	// PollConcurrency bounds the poller's concurrent GitHub requests.
 	PollConcurrency int `envconfig:"PRLOOP_POLL_CONCURRENCY" default:"8"`
 	// WebhookSecret enables POST /webhook, verified with X-Hub-Signature-256.
@@ -112,6 +124,9 @@ func (c Config) Validate() error {
 	}
 	if c.PollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("PRLOOP_POLL_INTERVAL=%s: want at least 1s", c.PollInterval))
+	}
+	if c.IdleProbeInterval != 0 && c.IdleProbeInterval < c.PollInterval {
+		errs = append(errs, fmt.Errorf("PRLOOP_IDLE_PROBE_INTERVAL=%s: want at least PRLOOP_POLL_INTERVAL (%s)", c.IdleProbeInterval, c.PollInterval))
 	}
 	if c.PollConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("PRLOOP_POLL_CONCURRENCY=%d: want at least 1", c.PollConcurrency))

@@ -122,6 +122,10 @@ type Service struct {
 	// sweepInterval is how often records of long-closed PRs are deleted.
 	sweepInterval time.Duration
 
+	// search, when set, shows the watched PRs to the poller every
+	// interval (adaptive.go); nil without a watch filter or a Searcher.
+	search *searchWatch
+
 	mu      sync.Mutex
 	repos   map[string]*repoWatch
 	started bool
@@ -140,7 +144,9 @@ type repoWatch struct {
 	reload   atomic.Bool
 	running  bool // guarded by Service.mu
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// idleAt is when the repository's next idle probe is due (probeDue).
+	idleAt  time.Time
 	prs     map[int]bool // watched PR numbers
 	pending map[int]bool // PRs to evaluate at once (webhook, events)
 	heads   map[string][]int
@@ -191,6 +197,12 @@ func New(cfg Config, d Deps) *Service {
 	}
 	for _, repo := range cfg.RepoRefs() {
 		s.repo(repo).discover = true
+	}
+	if sr, ok := d.GitHub.(Searcher); ok && cfg.Search {
+		s.search = &searchWatch{
+			api: sr, interval: cfg.PollInterval, perMinute: cfg.SearchPerMinute, queries: s.searchQueries, kick: s.probeSoon,
+			log: d.Log.With("part", "search"),
+		}
 	}
 	return s
 }
@@ -261,6 +273,10 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.sweep(ctx) }()
+	if s.search != nil && len(s.searchQueries()) > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.search.run(ctx) }()
+	}
 	if s.d.NewPRs != nil {
 		s.wg.Add(1)
 		go func() {
@@ -438,7 +454,9 @@ func (s *Service) loop(ctx context.Context, rw *repoWatch) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-			s.probeOwned(ctx, rw, log)
+			if probeDue(s.facts(rw), time.Now(), s.cfg.PollInterval) {
+				s.probeOwned(ctx, rw, log)
+			}
 			timer.Reset(jitter(s.cfg.PollInterval))
 		case <-rw.probeNow:
 			s.probeOwned(ctx, rw, log)
@@ -478,6 +496,9 @@ func (s *Service) probeOwned(ctx context.Context, rw *repoWatch, log *slog.Logge
 			return
 		}
 	}
+	rw.mu.Lock()
+	rw.idleAt = nextIdleProbe(rw.idleAt.IsZero(), time.Now(), s.cfg.IdleProbeInterval) // the schedule's wall clock (facts)
+	rw.mu.Unlock()
 	if err := s.probe(ctx, rw, log); err != nil && ctx.Err() == nil {
 		log.Warn("probe failed; retrying next interval", "err", err)
 	}
