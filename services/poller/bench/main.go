@@ -284,6 +284,10 @@ func measure(ctx context.Context, o options, root, name string, realInterval tim
 		"PRLOOP_POST_STATUS=false",
 		// The poller's share of the search limit, compressed like it.
 		"PRLOOP_POLL_SEARCH_PER_MINUTE="+strconv.Itoa(int(20*o.compress)),
+		// GitHub's 900 points a minute per endpoint, in compressed minutes.
+		"PRLOOP_GITHUB_POINTS_PER_MINUTE="+strconv.Itoa(int(900*o.compress)),
+		// The default idle cadence (10m), compressed like the interval.
+		"PRLOOP_IDLE_PROBE_INTERVAL="+time.Duration(float64(10*time.Minute)/o.compress).String(),
 	)
 	if o.watched > 0 {
 		env = append(env, "PRLOOP_WATCH_AUTHORS=agent")
