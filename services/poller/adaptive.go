@@ -262,9 +262,11 @@ func (s *Service) searchQueries() []string {
 	owners := map[string]bool{}
 	s.mu.Lock()
 	for _, rw := range s.repos {
+		rw.mu.Lock()
 		if rw.discover {
 			owners[strings.ToLower(rw.repo.Owner)] = true
 		}
+		rw.mu.Unlock()
 	}
 	s.mu.Unlock()
 	label := ""

@@ -23,8 +23,14 @@ type Config struct {
 	review.PolicyConfig
 
 	// Repos are watched whole: every open PR there (optionally filtered by
-	// WatchLabel and WatchAuthors) is watched without a watch request.
+	// WatchLabel and WatchAuthors) is watched without a watch request. An
+	// entry owner/* stands for every non-archived repository of that
+	// organisation or user, and * (GitHub App auth) for every repository of
+	// the installation, found again every DiscoveryInterval (discovery.go).
 	Repos []string `envconfig:"PRLOOP_REPOS"`
+	// DiscoveryInterval is how often owner/* and * are listed again:
+	// repositories added or removed there are watched or dropped then.
+	DiscoveryInterval time.Duration `envconfig:"PRLOOP_DISCOVERY_INTERVAL" default:"10m"`
 	// WatchLabel, when set, limits auto-discovery to PRs with this label.
 	WatchLabel string `envconfig:"PRLOOP_WATCH_LABEL"`
 	// WatchAuthors, when set, limits auto-discovery to PRs by these logins.
@@ -96,12 +102,31 @@ func (c Config) Discovers() bool {
 	return slices.ContainsFunc(c.Repos, func(r string) bool { return strings.TrimSpace(r) != "" })
 }
 
+// RepoPatterns are the entries of PRLOOP_REPOS that discovery lists:
+// "owner/*" as the owner's name, "*" as itself (the App installation).
+func (c Config) RepoPatterns() []string {
+	var out []string
+	for _, r := range c.Repos {
+		r = strings.TrimSpace(r)
+		if r == InstallationRepos {
+			out = append(out, r)
+		} else if owner, ok := strings.CutSuffix(r, "/*"); ok {
+			out = append(out, owner)
+		}
+	}
+	return out
+}
+
+// InstallationRepos is the PRLOOP_REPOS entry for every repository of the
+// GitHub App installation.
+const InstallationRepos = "*"
+
 // RepoRefs are the repositories PRLOOP_REPOS names, those Validate
-// accepts: empty entries are none.
+// accepts: empty entries and patterns (RepoPatterns) are none.
 func (c Config) RepoRefs() []ghref.Repo {
 	var repos []ghref.Repo
 	for _, r := range c.Repos {
-		if strings.TrimSpace(r) == "" {
+		if strings.TrimSpace(r) == "" || isPattern(r) {
 			continue
 		}
 		if repo, err := ghref.ParseRepo(r); err == nil {
@@ -118,12 +143,26 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(r) == "" {
 			continue // PRLOOP_REPOS= (set but empty) means none
 		}
+		if isPattern(r) {
+			owner, _ := strings.CutSuffix(strings.TrimSpace(r), "/*")
+			if owner != InstallationRepos {
+				if _, err := ghref.ParseRepo(owner + "/x"); err != nil {
+					errs = append(errs, fmt.Errorf("PRLOOP_REPOS: %q: want owner/* with an owner's name: %w", r, err))
+				}
+			} else if !c.Config.UsesApp() {
+				errs = append(errs, errors.New("PRLOOP_REPOS: * (every repository of the installation) needs GitHub App auth (PRLOOP_GITHUB_APP_ID …)"))
+			}
+			continue
+		}
 		if _, err := ghref.ParseRepo(r); err != nil {
 			errs = append(errs, fmt.Errorf("PRLOOP_REPOS: %w", err))
 		}
 	}
 	if c.PollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("PRLOOP_POLL_INTERVAL=%s: want at least 1s", c.PollInterval))
+	}
+	if c.DiscoveryInterval < 0 || (c.DiscoveryInterval > 0 && c.DiscoveryInterval < time.Second) {
+		errs = append(errs, fmt.Errorf("PRLOOP_DISCOVERY_INTERVAL=%s: want at least 1s", c.DiscoveryInterval))
 	}
 	if c.IdleProbeInterval != 0 && c.IdleProbeInterval < c.PollInterval {
 		errs = append(errs, fmt.Errorf("PRLOOP_IDLE_PROBE_INTERVAL=%s: want at least PRLOOP_POLL_INTERVAL (%s)", c.IdleProbeInterval, c.PollInterval))
@@ -141,4 +180,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("PRLOOP_STATUS_COALESCE=%s: want 0 or a positive duration such as 2s", c.StatusCoalesce))
 	}
 	return errors.Join(errs...)
+}
+
+// isPattern reports whether a PRLOOP_REPOS entry is owner/* or *.
+func isPattern(r string) bool {
+	r = strings.TrimSpace(r)
+	return r == InstallationRepos || strings.HasSuffix(r, "/*")
 }

@@ -125,6 +125,8 @@ type Service struct {
 	// search, when set, shows the watched PRs to the poller every
 	// interval (adaptive.go); nil without a watch filter or a Searcher.
 	search *searchWatch
+	// disc, when set, lists PRLOOP_REPOS's owner/* and * (discovery.go).
+	disc *discovery
 
 	mu      sync.Mutex
 	repos   map[string]*repoWatch
@@ -143,6 +145,8 @@ type repoWatch struct {
 	probeNow chan struct{}
 	reload   atomic.Bool
 	running  bool // guarded by Service.mu
+	// stop ends the loop (discovery lost the repository); Service.mu.
+	stop context.CancelFunc
 
 	mu sync.Mutex
 	// idleAt is when the repository's next idle probe is due (probeDue).
@@ -198,6 +202,12 @@ func New(cfg Config, d Deps) *Service {
 	for _, repo := range cfg.RepoRefs() {
 		s.repo(repo).discover = true
 	}
+	if dr, ok := d.GitHub.(Discoverer); ok && len(cfg.RepoPatterns()) > 0 {
+		s.disc = &discovery{api: dr, found: map[string]map[string]ghref.Repo{}, versions: map[string]string{}, static: map[string]bool{}}
+		for _, r := range cfg.RepoRefs() {
+			s.disc.static[r.Key()] = true
+		}
+	}
 	if sr, ok := d.GitHub.(Searcher); ok && cfg.Search {
 		s.search = &searchWatch{
 			api: sr, interval: cfg.PollInterval, perMinute: cfg.SearchPerMinute, queries: s.searchQueries, kick: s.probeSoon,
@@ -243,7 +253,15 @@ func (s *Service) Run(ctx context.Context) error {
 		rw.memo[r.PR.Number] = r
 		restored++
 	}
-	s.d.Log.Info("poller started", "restored", restored, "repos", len(s.repos), "interval", s.cfg.PollInterval)
+	if s.disc != nil {
+		if err := s.discover(ctx); err != nil && ctx.Err() == nil {
+			s.d.Log.Warn("discovering repositories failed; trying again every PRLOOP_DISCOVERY_INTERVAL", "err", err)
+		}
+	}
+	s.mu.Lock()
+	nrepos := len(s.repos)
+	s.mu.Unlock()
+	s.d.Log.Info("poller started", "restored", restored, "repos", nrepos, "interval", s.cfg.PollInterval)
 
 	s.mu.Lock()
 	s.started, s.runCtx = true, ctx
@@ -273,7 +291,11 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.sweep(ctx) }()
-	if s.search != nil && len(s.searchQueries()) > 0 {
+	if s.disc != nil && s.cfg.DiscoveryInterval > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.discoverLoop(ctx) }()
+	}
+	if s.search != nil && (len(s.cfg.WatchAuthors) > 0 || s.cfg.WatchLabel != "") {
 		s.wg.Add(1)
 		go func() { defer s.wg.Done(); s.search.run(ctx) }()
 	}
@@ -434,10 +456,13 @@ func (s *Service) startLoop(rw *repoWatch) {
 		return
 	}
 	rw.running = true
+	ctx, cancel := context.WithCancel(s.runCtx)
+	rw.stop = cancel
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.loop(s.runCtx, rw)
+		defer cancel()
+		s.loop(ctx, rw)
 	}()
 }
 
