@@ -50,6 +50,7 @@ func (s *Sim) routes() {
 	s.handle(searchIssuesRoute, s.searchIssues)
 	s.handle("GET /orgs/{owner}/repos", s.listOwnerRepos("created"))
 	s.handle("GET /users/{owner}/repos", s.listOwnerRepos("full_name"))
+	s.handle("GET /installation/repositories", s.listInstallationRepos)
 	s.handle("GET "+r+"/commits/{ref}", s.getCommit)
 	s.handle("GET "+r+"/commits/{ref}/status", s.combinedStatus)
 	s.handle("POST "+r+"/statuses/{sha}", s.createStatus)

@@ -91,3 +91,54 @@ func (s *Sim) userOf(login string) *user {
 	defer s.mu.RUnlock()
 	return s.users[strings.ToLower(login)]
 }
+
+// SetInstallationRepos makes token an App installation token whose
+// installation may access repos: GET /installation/repositories lists them
+// to it. Other tokens are refused there, as GitHub refuses any token but an
+// installation's.
+func (s *Sim) SetInstallationRepos(token string, repos ...ghref.Repo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.installations == nil {
+		s.installations = map[string][]ghref.Repo{}
+	}
+	s.installations[token] = repos
+}
+
+// listInstallationRepos serves GET /installation/repositories ("List
+// repositories accessible to the app installation",
+// https://docs.github.com/rest/apps/installations#list-repositories-accessible-to-the-app-installation):
+// {total_count, repository_selection, repositories}, paginated; 403 to a
+// token that is not an installation's.
+func (s *Sim) listInstallationRepos(c *reqCtx) *result {
+	tok, _ := credentials(c.r)
+	s.mu.RLock()
+	refs, ok := s.installations[tok]
+	var sel []*repo
+	for _, r := range refs {
+		if rp := s.repos[r.Key()]; rp != nil {
+			sel = append(sel, rp)
+		}
+	}
+	s.mu.RUnlock()
+	if !ok {
+		return errResult(403, "You must authenticate with an installation access token in order to list repositories for an installation.")
+	}
+	sort.Slice(sel, func(i, j int) bool { return sel[i].id < sel[j].id })
+	start, end, link := c.window(len(sel))
+	items := make([]json.RawMessage, 0, end-start)
+	for _, rp := range sel[start:end] {
+		rp.mu.Lock()
+		items = append(items, marshal(s.repoWire(rp, c.base)))
+		rp.mu.Unlock()
+	}
+	res := &result{status: 200, body: marshal(struct {
+		TotalCount          int               `json:"total_count"`
+		RepositorySelection string            `json:"repository_selection"`
+		Repositories        []json.RawMessage `json:"repositories"`
+	}{len(sel), "selected", items})}
+	if link != "" {
+		res.setHeader("Link", link)
+	}
+	return res
+}

@@ -174,3 +174,33 @@ func TestContract_OwnerRepositoriesListArchivedToo(t *testing.T) {
 	assert.Equal(t, 404, call(t, e.srv, "GET", "/repos/acme/a", tokBot, nil).StatusCode)
 	assert.Equal(t, 404, call(t, e.srv, "GET", "/orgs/nobody/repos", tokBot, nil).StatusCode)
 }
+
+// TestContract_InstallationRepositories: "List repositories accessible to
+// the app installation" (https://docs.github.com/rest/apps/installations#list-repositories-accessible-to-the-app-installation)
+// answers {total_count, repository_selection, repositories} to an
+// installation token, and refuses any other token with a 403.
+func TestContract_InstallationRepositories(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	a, err := e.sim.CreateRepo("acme", "a", map[string]string{"README.md": "x\n"})
+	require.NoError(t, err)
+	e.sim.AddToken("tok-inst", "prloop[bot]")
+	e.sim.SetInstallationRepos("tok-inst", e.repo, a)
+
+	r := call(t, e.srv, "GET", "/installation/repositories?per_page=100", "tok-inst", nil)
+	require.Equal(t, 200, r.StatusCode, string(r.body))
+	var got struct {
+		TotalCount          int    `json:"total_count"`
+		RepositorySelection string `json:"repository_selection"`
+		Repositories        []struct {
+			FullName string `json:"full_name"`
+			Archived bool   `json:"archived"`
+		} `json:"repositories"`
+	}
+	r.json(t, &got)
+	assert.Equal(t, 2, got.TotalCount)
+	assert.Equal(t, "selected", got.RepositorySelection)
+	require.Len(t, got.Repositories, 2)
+	assert.ElementsMatch(t, []string{e.repo.String(), a.String()}, []string{got.Repositories[0].FullName, got.Repositories[1].FullName})
+	assert.Equal(t, 403, call(t, e.srv, "GET", "/installation/repositories", tokBot, nil).StatusCode, "not an installation token")
+}

@@ -23,6 +23,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prloop/prloop/pkg/ghref"
 )
 
 // Options configures a Sim.
@@ -106,6 +108,9 @@ type Sim struct {
 	// scopes are the X-OAuth-Scopes of classic tokens (SetTokenScopes)
 	scopes map[string]string
 	repos  map[string]*repo // ghref.Repo.Key()
+	// installations are the App installation tokens and their
+	// repositories (SetInstallationRepos).
+	installations map[string][]ghref.Repo
 
 	rateMu  sync.Mutex
 	buckets map[string]*bucket

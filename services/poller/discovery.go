@@ -91,7 +91,7 @@ func (s *Service) discover(ctx context.Context) error {
 		rw := s.repo(r)
 		rw.mu.Lock()
 		if !rw.discover {
-			rw.discover = true
+			rw.discover, rw.dropped = true, false
 			s.d.Log.Info("watching a discovered repository", "repo", r.String())
 		}
 		rw.mu.Unlock()
@@ -100,18 +100,19 @@ func (s *Service) discover(ctx context.Context) error {
 		}
 	}
 	for k, rw := range s.repos {
-		rw.mu.Lock()
-		discovered := rw.discover
-		if _, ok := want[k]; ok || !discovered || d.static[k] {
-			rw.mu.Unlock()
+		if _, ok := want[k]; ok || d.static[k] {
 			continue
 		}
-		rw.discover = false // rw.mu: probe and Kick read it
-		watched := len(rw.prs) > 0
+		rw.mu.Lock()
+		if rw.discover {
+			// It left the listing: no more auto-discovery there.
+			rw.discover, rw.dropped = false, true // rw.mu: probe and Kick read it
+			s.d.Log.Info("a discovered repository is gone (archived, deleted or out of reach)", "repo", rw.repo.String(), "still_watched_prs", len(rw.prs))
+		}
+		retire := rw.dropped && len(rw.prs) == 0
 		rw.mu.Unlock()
-		s.d.Log.Info("a discovered repository is gone (archived, deleted or out of reach)", "repo", rw.repo.String(), "still_watched_prs", watched)
-		if watched {
-			continue // its watched PRs end on their own (closed, not found)
+		if !retire {
+			continue // its watched PRs end on their own (closed, not found); a later round retires it
 		}
 		if rw.stop != nil {
 			rw.stop()

@@ -53,3 +53,33 @@ func TestPoller_OrganisationGainsAndLosesRepositories(t *testing.T) {
 	from := c.of(added)
 	require.Eventually(t, func() bool { return c.of(added) > from }, waitFor, 10*time.Millisecond, "the repository that stays is still probed")
 }
+
+// TestPoller_InstallationRepositoriesAreWatched: with PRLOOP_REPOS=* (an
+// App installation), the installation's repositories are watched, and one
+// taken out of the installation is no longer probed.
+func TestPoller_InstallationRepositoriesAreWatched(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	other, err := e.sim.CreateRepo("elsewhere", "tools", map[string]string{"a": "a"})
+	require.NoError(t, err)
+	prs, err := e.sim.OpenPRs(other, 1, "agent")
+	require.NoError(t, err)
+	e.sim.SetInstallationRepos(tokPrloop, e.repo, other)
+	_, c := e.startCounted(e.config(func(c *poller.Config) {
+		c.Repos = []string{poller.InstallationRepos}
+		c.DiscoveryInterval = 100 * time.Millisecond
+	}))
+	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+	e.rec.Wait(t, prs[0], events.TypeReviewPending, waitFor)
+	require.NoError(t, e.sim.ClosePR(prs[0])) // nothing watched there any more
+
+	e.sim.SetInstallationRepos(tokPrloop, e.repo)
+	settle := func() {
+		from := c.of(e.repo)
+		require.Eventually(t, func() bool { return c.of(e.repo) >= from+6 }, waitFor, 10*time.Millisecond)
+	}
+	settle()
+	dropped := c.of(other)
+	settle()
+	assert.Equal(t, dropped, c.of(other), "out of the installation: not probed")
+}

@@ -147,6 +147,9 @@ type repoWatch struct {
 	running  bool // guarded by Service.mu
 	// stop ends the loop (discovery lost the repository); Service.mu.
 	stop context.CancelFunc
+	// dropped: discovery lost the repository; it is retired once none of
+	// its PRs is watched (rw.mu).
+	dropped bool
 
 	mu sync.Mutex
 	// idleAt is when the repository's next idle probe is due (probeDue).
