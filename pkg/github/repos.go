@@ -60,4 +60,3 @@ func (c *Client) ListInstallationRepos(ctx context.Context) ([]RepoSummary, erro
 	}
 	return all, nil
 }
-
