@@ -62,11 +62,12 @@ type SearchResult struct {
 
 // SearchIssues runs an issue and pull request search (q in GitHub's search
 // syntax), sorted by updated_at, newest first, and reads every page up to
-// SearchResultCap. Searches have their own rate limit (30 a minute), apart
-// from the core limit; a caller paces them.
-func (c *Client) SearchIssues(ctx context.Context, q string) (SearchResult, error) {
+// SearchResultCap, in at most maxRequests requests (0: no bound; a result
+// cut short is Incomplete). Searches have their own rate limit (30 a
+// minute), apart from the core limit; a caller paces them.
+func (c *Client) SearchIssues(ctx context.Context, q string, maxRequests int) (SearchResult, error) {
 	var res SearchResult
-	for page := 1; ; page++ {
+	for page := 1; maxRequests <= 0 || page <= maxRequests; page++ {
 		v := url.Values{"q": {q}, "sort": {"updated"}, "order": {"desc"}, "per_page": {perPage}, "page": {strconv.Itoa(page)}}
 		body, _, err := doJSON[struct {
 			TotalCount        int          `json:"total_count"`

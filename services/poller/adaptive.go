@@ -43,7 +43,7 @@ import (
 // Searcher is the search part of the GitHub client; the poller uses it
 // when it can (github.Client has it).
 type Searcher interface {
-	SearchIssues(ctx context.Context, q string) (github.SearchResult, error)
+	SearchIssues(ctx context.Context, q string, maxRequests int) (github.SearchResult, error)
 }
 
 var _ Searcher = (*github.Client)(nil)
@@ -192,7 +192,7 @@ func (w *searchWatch) round(ctx context.Context) {
 			complete = false
 			break
 		}
-		res, err := w.api.SearchIssues(ctx, q)
+		res, err := w.api.SearchIssues(ctx, q, budget)
 		budget -= res.Requests
 		if err != nil {
 			if ctx.Err() == nil {

@@ -65,7 +65,7 @@ type fakeSearch struct {
 	err        error
 }
 
-func (f *fakeSearch) SearchIssues(context.Context, string) (github.SearchResult, error) {
+func (f *fakeSearch) SearchIssues(context.Context, string, int) (github.SearchResult, error) {
 	return github.SearchResult{Items: f.items, Total: len(f.items), Incomplete: f.incomplete, Requests: 1}, f.err
 }
 
