@@ -15,6 +15,7 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/sandbox"
+	"github.com/prloop/prloop/services/poller"
 )
 
 // doctorTimeout bounds doctor's questions to GitHub.
@@ -126,7 +127,14 @@ func githubVerdicts(ctx context.Context, cfg *allConfig) []verdict {
 	}
 	out = append(out, loginVerdict(cctx, c, cfg.Poller.GitHubLogin))
 	repos := cfg.Poller.RepoRefs()
-	if len(repos) == 0 {
+	for _, p := range cfg.Poller.RepoPatterns() {
+		name := p + "/*"
+		if p == poller.InstallationRepos {
+			name = p + " (the App installation's)"
+		}
+		out = append(out, verdict{"repositories " + name, true, "discovered at start and every PRLOOP_DISCOVERY_INTERVAL (non-archived ones)"})
+	}
+	if len(repos) == 0 && len(cfg.Poller.RepoPatterns()) == 0 {
 		out = append(out, verdict{"repositories", true, "none in PRLOOP_REPOS: prloop watches only the PRs it is asked to (prloop watch, prloop open)"})
 	}
 	for _, r := range repos {

@@ -66,6 +66,10 @@ type Runtime struct {
 	Now func() time.Time
 
 	ghMetrics *metrics.GitHub
+	// budget is the process's one share of GitHub's secondary limits,
+	// which every client NewGitHub builds draws on.
+	budgetOnce sync.Once
+	budget     *github.Budget
 
 	mu       sync.Mutex
 	checks   []check
@@ -104,13 +108,24 @@ func (rt *Runtime) GitHubOptions() github.Options {
 	return github.Options{Logger: rt.Log, Observer: rt.ghMetrics}
 }
 
-// NewGitHub builds a GitHub client from cfg with GitHubOptions, checks its
+// NewGitHub builds a GitHub client from cfg with GitHubOptions and the
+// process's one github.Budget (the first cfg sizes it), checks its
 // credentials once per API (a 401, or a scope or App permission the
 // service's features need missing, is an error wrapping
 // github.ErrCredentials; see CheckCredentials) and watches it
 // (WatchGitHub).
 func (rt *Runtime) NewGitHub(ctx context.Context, cfg github.Config) (*github.Client, error) {
-	c, err := github.New(ctx, cfg, rt.GitHubOptions())
+	opts := rt.GitHubOptions()
+	if cfg.Concurrency > 0 {
+		// Every service reads the same PRLOOP_GITHUB_CONCURRENCY.
+		rt.budgetOnce.Do(func() {
+			rt.budget = github.NewBudget(github.BudgetOptions{
+				Concurrency: cfg.Concurrency, EndpointPointsPerMinute: cfg.PointsPerMinute, Observer: rt.ghMetrics,
+			})
+		})
+		opts.Budget = rt.budget
+	}
+	c, err := github.New(ctx, cfg, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -237,6 +237,7 @@ type repo struct {
 
 	mu           sync.Mutex
 	defBranch    string
+	archived     bool // SetArchived; owner listings and searches see it
 	pushed       time.Time
 	updated      time.Time
 	perms        map[string]string // lower login -> permission

@@ -52,7 +52,7 @@ func (s *Sim) repoWire(rp *repo, base string) jRepo {
 		HasIssues: true, HasProjects: true, HasDownloads: true, HasWiki: true,
 		OpenIssuesCount: open, OpenIssues: open, Topics: []string{}, Visibility: "public", AllowForking: true,
 		DefaultBranch: rp.defBranch, AllowSquashMerge: true, AllowMergeCommit: true, AllowRebaseMerge: true,
-		AllowUpdateBranch: true,
+		AllowUpdateBranch: true, Archived: rp.archived,
 	}
 }
 

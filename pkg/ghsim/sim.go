@@ -23,6 +23,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prloop/prloop/pkg/ghref"
 )
 
 // Options configures a Sim.
@@ -42,6 +44,9 @@ type Options struct {
 	// SecondaryPerMinute, when positive, answers a token's requests beyond
 	// that many in a sliding minute with GitHub's secondary-limit 403.
 	SecondaryPerMinute int
+	// SearchPerMinute is the search API's limit per user and minute;
+	// default GitHub's 30 (a benchmark that compresses time scales it).
+	SearchPerMinute int
 	// MaxPerPage caps the page size of every list, whatever per_page a
 	// client asks for, as GitHub caps it at 100 (the default). Tests set it
 	// small, e.g. 3, so that a few items cross a page boundary. SetMaxPerPage
@@ -103,9 +108,15 @@ type Sim struct {
 	// scopes are the X-OAuth-Scopes of classic tokens (SetTokenScopes)
 	scopes map[string]string
 	repos  map[string]*repo // ghref.Repo.Key()
+	// installations are the App installation tokens and their
+	// repositories (SetInstallationRepos).
+	installations map[string][]ghref.Repo
 
 	rateMu  sync.Mutex
 	buckets map[string]*bucket
+	// searches holds each user's searches of the last minute (search.go).
+	searches     map[int64][]time.Time
+	searchPerMin atomic.Int64 // SetSearchPerMinute
 
 	faultMu     sync.Mutex
 	faults      []*faultState
@@ -466,6 +477,10 @@ func (s *Sim) dispatch(c *reqCtx, h handlerFunc, b *bucket, badCreds, exempt boo
 				return secondaryResult(wait), false
 			}
 			b.recent = append(b.recent, c.now)
+		}
+		if !searchCountsAgainstCore(c.route) {
+			s.rateMu.Unlock()
+			return s.safeCall(c, h), false // its own limit (search.go)
 		}
 		if b.used >= b.limit {
 			s.rateMu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,9 +44,11 @@ func TestClient_ListIfChangedSkipsUnchangedLists(t *testing.T) {
 	assert.Equal(t, 3, st.Total, "every page revalidated")
 	assert.Equal(t, 3, st.NotCounted, "all three were 304s")
 
-	// A push to the oldest PR changes only the last page (newest first).
+	// A push to the oldest PR moves it to the top (sorted by updated_at,
+	// newest first): every page shifts by one item.
 	info, err := e.sim.PRInfo(prs[0])
 	require.NoError(t, err)
+	e.sim.Advance(time.Second)
 	_, err = e.sim.PushCommit(e.repo, info.HeadRef, "", map[string]string{"x": "y"}, "more")
 	require.NoError(t, err)
 	e.reset()
@@ -53,7 +56,7 @@ func TestClient_ListIfChangedSkipsUnchangedLists(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, v1, v3)
 	assert.Len(t, pulls, 250)
-	assert.Equal(t, 1, e.stats(t).Counted, "one page changed, two revalidated")
+	assert.Equal(t, prs[0].Number, pulls[0].Number, "the pushed PR comes first")
 
 	issues, iv, err := e.client.ListIssueSummariesIfChanged(ctx, e.repo, IssueListOptions{State: "open"}, "")
 	require.NoError(t, err)
@@ -83,4 +86,65 @@ func TestCacheEntry_KeepsOnlyCompressedBytes(t *testing.T) {
 	got, err := (&lazySink{lazy: &cachedBody{compressed: e.body}}).Bytes()
 	require.NoError(t, err)
 	assert.Equal(t, body, got)
+}
+
+// TestClient_ListIfChangedStopsBeforeTheKnownEmptyPage: a list of exactly
+// one full page (sorted by updated_at, newest first) is read as page 1 and
+// an empty page 2 the first time; while page 1 revalidates unchanged, the
+// empty page is not asked for again. Whatever joins the list, a new PR or
+// an old one reopened, moves page 1 and is seen.
+func TestClient_ListIfChangedStopsBeforeTheKnownEmptyPage(t *testing.T) {
+	t.Parallel()
+	e := newSimEnv(t, ghsim.Options{}, Config{}, Options{})
+	prs, err := e.sim.OpenPRs(e.repo, 101, "")
+	require.NoError(t, err)
+	ctx := t.Context()
+	e.sim.Advance(time.Second)
+	require.NoError(t, e.sim.ClosePR(prs[0])) // the oldest: 100 open remain
+
+	lists := []struct {
+		name string
+		list func(prev string) (int, string, error)
+	}{
+		{name: "pulls", list: func(prev string) (int, string, error) {
+			ps, v, err := e.client.ListPullSummariesIfChanged(ctx, e.repo, "open", prev)
+			return len(ps), v, err
+		}},
+		{name: "issues", list: func(prev string) (int, string, error) {
+			is, v, err := e.client.ListIssueSummariesIfChanged(ctx, e.repo, IssueListOptions{State: "open"}, prev)
+			return len(is), v, err
+		}},
+	}
+	versions := make([]string, len(lists))
+	for i, l := range lists {
+		e.reset()
+		n, v, err := l.list("")
+		require.NoError(t, err, l.name)
+		assert.Equal(t, 100, n, l.name)
+		assert.Equal(t, 2, e.stats(t).Total, "%s: page 1 and the empty page 2", l.name)
+		versions[i] = v
+
+		e.reset()
+		n, v2, err := l.list(v)
+		require.NoError(t, err, l.name)
+		assert.Zero(t, n, "%s: unchanged", l.name)
+		assert.Equal(t, v, v2, l.name)
+		st := e.stats(t)
+		assert.Equal(t, 1, st.Total, "%s: page 1 alone, a 304", l.name)
+		assert.Equal(t, 1, st.NotCounted, l.name)
+	}
+
+	// The oldest PR is reopened: it joins the list at the top, not on
+	// page 2, so both lists see it without asking for page 2 first.
+	e.sim.Advance(time.Second)
+	require.NoError(t, e.sim.ReopenPR(prs[0]))
+	for i, l := range lists {
+		n, v, err := l.list(versions[i])
+		require.NoError(t, err, l.name)
+		assert.Equal(t, 101, n, "%s: the reopened PR is seen", l.name)
+		versions[i] = v
+	}
+	pulls, _, err := e.client.ListPullSummariesIfChanged(ctx, e.repo, "open", "")
+	require.NoError(t, err)
+	assert.Equal(t, prs[0].Number, pulls[0].Number, "reopening moved updated_at")
 }

@@ -52,6 +52,10 @@ type Options struct {
 	MaxRateLimitWaits int
 	// UserAgent is sent with every request; default "prloop".
 	UserAgent string
+	// Budget, when set, is the process's share of GitHub's secondary
+	// limits that this client draws on with the others given it; nil gives
+	// the client one of its own when Config.Concurrency is set.
+	Budget *Budget
 	// AsApp makes IsApp report true under token auth, so that tests drive
 	// the paths only a GitHub App may take (check runs) against a
 	// simulator, which mints no installation tokens.
@@ -70,6 +74,7 @@ type Client struct {
 	asApp   bool                      // Options.AsApp
 	source  string                    // where the credentials came from (AuthSource)
 	cache   *lruCache
+	budget  *Budget // nil: no secondary-limit budget
 	log     *slog.Logger
 	obs     Observer
 
@@ -112,6 +117,10 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 		now:               opts.Now,
 		rates:             map[string]RateLimit{},
 		asApp:             opts.AsApp,
+		budget:            opts.Budget,
+	}
+	if c.budget == nil && cfg.Concurrency > 0 {
+		c.budget = NewBudget(BudgetOptions{Concurrency: cfg.Concurrency, EndpointPointsPerMinute: cfg.PointsPerMinute})
 	}
 	if c.log == nil {
 		c.log = slog.Default()
@@ -191,6 +200,9 @@ func New(ctx context.Context, cfg Config, opts Options) (*Client, error) {
 	}
 	return c, nil
 }
+
+// Budget is the secondary-limit budget the client draws on, nil if none.
+func (c *Client) Budget() *Budget { return c.budget }
 
 // IsApp reports whether the client acts as a GitHub App installation
 // (or Options.AsApp pretends so): only an App may write check runs.

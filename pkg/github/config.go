@@ -93,6 +93,15 @@ type Config struct {
 	// DefaultCacheMaxBytes; negative disables the cache.
 	CacheMaxBytes int64 `envconfig:"PRLOOP_GITHUB_CACHE_MAX_BYTES" default:"67108864" desc:"size of the conditional-request cache (LRU by bytes)"`
 
+	// Concurrency bounds the requests in flight at once, in one process
+	// (the services of the all-in-one binary share it, see Budget): at most
+	// MaxConcurrency, GitHub's limit. Zero means no budget (tests).
+	Concurrency int `envconfig:"PRLOOP_GITHUB_CONCURRENCY" default:"20" desc:"the process's GitHub requests in flight at once (at most 100, GitHub's secondary limit); with replicas, split it between them"`
+	// PointsPerMinute is the budget's points a minute per endpoint:
+	// GitHub's 900 for one process; each of N replicas sharing a token
+	// takes 900/N. (Only a benchmark that compresses time sets more.)
+	PointsPerMinute int `envconfig:"PRLOOP_GITHUB_POINTS_PER_MINUTE" default:"900" desc:"the process's points a minute per REST endpoint (a read 1, a write 5; GitHub allows 900); polling may use 3/4 of it, merges and statuses all of it"`
+
 	// Token, when set, is used instead of resolving one from the environment.
 	// Never read from PRLOOP_ variables.
 	Token Secret `ignored:"true"`
@@ -132,6 +141,12 @@ func (c Config) UsesApp() bool {
 func (c Config) Validate() error {
 	if _, err := normalizeAPIURL(c.APIURL); err != nil {
 		return fmt.Errorf("%s: %w", envAPIURL, err)
+	}
+	if c.Concurrency < 0 || c.Concurrency > MaxConcurrency {
+		return fmt.Errorf("PRLOOP_GITHUB_CONCURRENCY=%d: want 1 to %d (GitHub allows %d concurrent requests)", c.Concurrency, MaxConcurrency, MaxConcurrency)
+	}
+	if c.PointsPerMinute < 0 {
+		return fmt.Errorf("PRLOOP_GITHUB_POINTS_PER_MINUTE=%d: want a positive number (GitHub allows %d)", c.PointsPerMinute, EndpointPointsPerMinute)
 	}
 	if c.UsesApp() {
 		var missing []string

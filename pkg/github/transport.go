@@ -135,7 +135,16 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if ci != nil {
 			ci.attempts.Add(1)
 		}
+		release := func() {}
+		if c.budget != nil && route != rateLimitRoute {
+			r, err := c.budget.acquire(ctx, req.Method, route, priorityOf(ctx, req.Method, route))
+			if err != nil {
+				return nil, err
+			}
+			release = r
+		}
 		resp, err := t.attempt(ctx, req, attempt)
+		release()
 		c.requests.Add(1)
 		if err != nil {
 			if ctx.Err() != nil {

@@ -3,6 +3,7 @@ package metrics
 import (
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -12,14 +13,16 @@ import (
 // GitHub counts the GitHub client's requests, as its Options.Observer, and
 // exports the rate limits and counters of the clients given to Watch.
 type GitHub struct {
-	requests *prometheus.CounterVec
-	retries  *prometheus.CounterVec
-	clients  *githubCollector
+	requests  *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	queueWait *prometheus.HistogramVec
+	clients   *githubCollector
 }
 
 var (
-	_ github.Observer      = (*GitHub)(nil)
-	_ github.RetryObserver = (*GitHub)(nil)
+	_ github.Observer       = (*GitHub)(nil)
+	_ github.RetryObserver  = (*GitHub)(nil)
+	_ github.BudgetObserver = (*GitHub)(nil)
 )
 
 // NewGitHub creates (or finds) the prloop_github_* metrics on reg.
@@ -34,8 +37,17 @@ func NewGitHub(reg prometheus.Registerer) *GitHub {
 			"GitHub API requests sent again, by templated route and the outcome of the attempt that caused it "+
 				"(server_error, network_error, timeout, rate_limited, decode_error).",
 			"route", "cause"),
+		queueWait: histogramVec(reg, "github_queue_wait_seconds",
+			"How long GitHub requests waited for the process's budget of GitHub's secondary limits "+
+				"(concurrency, points a minute per endpoint, content creation), by priority (poll, normal, urgent).",
+			[]float64{0.001, 0.01, 0.1, 0.5, 1, 5, 15, 60}, "priority"),
 		clients: register(reg, &githubCollector{}),
 	}
+}
+
+// OnQueueWait implements github.BudgetObserver.
+func (g *GitHub) OnQueueWait(priority string, wait time.Duration) {
+	g.queueWait.WithLabelValues(priority).Observe(wait.Seconds())
 }
 
 // OnRequest implements github.Observer.
@@ -85,6 +97,9 @@ var (
 		"Responses held by the GitHub client's conditional-request cache.", nil, nil)
 	cacheBytesDesc = prometheus.NewDesc(namespace+"_github_cache_bytes",
 		"Bytes held by the GitHub client's conditional-request cache.", nil, nil)
+	pointsDesc = prometheus.NewDesc(namespace+"_github_points_per_minute",
+		"Points of GitHub's secondary limit spent in the last minute per endpoint (templated route; "+
+			"1 a GET, 5 a write; GitHub allows 900), by the process's clients.", []string{"endpoint"}, nil)
 )
 
 // githubCollector reads the watched clients at scrape time.
@@ -94,7 +109,7 @@ type githubCollector struct {
 }
 
 func (c *githubCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{rateRemainingDesc, rateLimitDesc, rateResetDesc, rateWaitsDesc, cacheEntriesDesc, cacheBytesDesc} {
+	for _, d := range []*prometheus.Desc{rateRemainingDesc, rateLimitDesc, rateResetDesc, rateWaitsDesc, cacheEntriesDesc, cacheBytesDesc, pointsDesc} {
 		ch <- d
 	}
 }
@@ -106,7 +121,16 @@ func (c *githubCollector) Collect(ch chan<- prometheus.Metric) {
 	latest := map[string]github.RateLimit{}
 	var waits, cacheBytes int64
 	var cacheEntries int
+	points := map[string]int{}
+	budgets := map[*github.Budget]bool{}
 	for _, s := range sources {
+		// Clients of one process share a budget: count it once.
+		if bs, ok := s.(interface{ Budget() *github.Budget }); ok && bs.Budget() != nil && !budgets[bs.Budget()] {
+			budgets[bs.Budget()] = true
+			for ep, n := range bs.Budget().PointsPerMinute() {
+				points[ep] += n
+			}
+		}
 		for res, rl := range s.RateLimits() {
 			if cur, ok := latest[res]; !ok || rl.Observed.After(cur.Observed) {
 				latest[res] = rl
@@ -127,6 +151,9 @@ func (c *githubCollector) Collect(ch chan<- prometheus.Metric) {
 		if !rl.Reset.IsZero() {
 			ch <- prometheus.MustNewConstMetric(rateResetDesc, prometheus.GaugeValue, float64(rl.Reset.Unix()), res)
 		}
+	}
+	for ep, n := range points {
+		ch <- prometheus.MustNewConstMetric(pointsDesc, prometheus.GaugeValue, float64(n), ep)
 	}
 	if len(sources) == 0 {
 		return

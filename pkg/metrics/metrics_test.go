@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/ghsim/simtest"
 	"github.com/prloop/prloop/pkg/github"
@@ -101,11 +102,7 @@ func TestRegistry_EveryFamilyOnOneRegistry(t *testing.T) {
 // the rate limit the simulator reported is exported per resource.
 func TestGitHub_NotModifiedAndRateLimits(t *testing.T) {
 	t.Parallel()
-	w := simtest.Start(t, nil)
-	_, err := w.Sim.PushCommit(w.Repo, "feat", "agent", map[string]string{"f.txt": "f\n"}, "Add f")
-	require.NoError(t, err)
-	pr, err := w.Sim.OpenPR(w.Repo, ghsim.PRInput{Title: "Add f", Head: "feat", Author: "agent"})
-	require.NoError(t, err)
+	w, pr := simWithPR(t)
 
 	reg := metrics.NewRegistry()
 	m := metrics.NewGitHub(reg)
@@ -260,4 +257,39 @@ func TestNilRegistry_MetricsWorkUnexported(t *testing.T) {
 		metrics.NewEscalator(nil).Webhook(nil)
 		metrics.NewGitHub(nil).OnRequest("GET /", 0, github.OutcomeNetworkError)
 	})
+}
+
+// TestGitHub_BudgetPointsAndQueueWait: two clients sharing one budget (the
+// all-in-one binary's services) are counted once in
+// prloop_github_points_per_minute, a 304 included (GitHub's secondary
+// limits count it), and each request's wait is observed by priority.
+func TestGitHub_BudgetPointsAndQueueWait(t *testing.T) {
+	t.Parallel()
+	w, pr := simWithPR(t)
+
+	reg := metrics.NewRegistry()
+	m := metrics.NewGitHub(reg)
+	budget := github.NewBudget(github.BudgetOptions{Concurrency: 4, Observer: m})
+	for range 2 {
+		c, err := github.New(t.Context(), github.Config{APIURL: w.Server.URL, Token: simtest.Token},
+			github.Options{Logger: slog.New(slog.DiscardHandler), Observer: m, Budget: budget})
+		require.NoError(t, err)
+		m.Watch(c)
+		_, err = c.GetPull(t.Context(), pr)
+		require.NoError(t, err)
+	}
+	const route = "GET /repos/{owner}/{repo}/pulls/{pull_number}"
+	assert.Equal(t, 2.0, metricstest.Value(reg, "prloop_github_points_per_minute", "endpoint", route), "a 200 and a 304, one budget")
+	assert.Equal(t, 2.0, metricstest.Value(reg, "prloop_github_queue_wait_seconds", "priority", "normal"), "the sample count: two waits")
+}
+
+// simWithPR starts a simulator with one open PR of the agent's.
+func simWithPR(t *testing.T) (*simtest.World, ghref.PR) {
+	t.Helper()
+	w := simtest.Start(t, nil)
+	_, err := w.Sim.PushCommit(w.Repo, "feat", "agent", map[string]string{"f.txt": "f\n"}, "Add f")
+	require.NoError(t, err)
+	pr, err := w.Sim.OpenPR(w.Repo, ghsim.PRInput{Title: "Add f", Head: "feat", Author: "agent"})
+	require.NoError(t, err)
+	return w, pr
 }

@@ -25,8 +25,14 @@ type Config struct {
 	policy.Settings
 
 	// Repos are watched whole: every open PR there (optionally filtered by
-	// WatchLabel and WatchAuthors) is watched without a watch request.
-	Repos []string `envconfig:"PRLOOP_REPOS" desc:"watch every open PR of these repositories (owner/repo,...); empty: the poller says at start that it watches only the PRs named by prloop watch, prloop open or a PRWatchRequested (a webhook only hurries a PR already watched)"`
+	// WatchLabel and WatchAuthors) is watched without a watch request. An
+	// entry owner/* stands for every non-archived repository of that
+	// organisation or user, and * (GitHub App auth) for every repository of
+	// the installation, found again every DiscoveryInterval (discovery.go).
+	Repos []string `envconfig:"PRLOOP_REPOS" desc:"watch every open PR of these repositories (owner/repo,...; owner/* every non-archived repository of an organisation or user, * the GitHub App installation's, found again every PRLOOP_DISCOVERY_INTERVAL); empty: only the PRs named by prloop watch, prloop open or a PRWatchRequested"`
+	// DiscoveryInterval is how often owner/* and * are listed again:
+	// repositories added or removed there are watched or dropped then.
+	DiscoveryInterval time.Duration `envconfig:"PRLOOP_DISCOVERY_INTERVAL" default:"10m" desc:"how often owner/* and * of PRLOOP_REPOS are listed again; repositories added or removed are watched or dropped then"`
 	// WatchLabel, when set, limits auto-discovery to PRs with this label.
 	WatchLabel string `envconfig:"PRLOOP_WATCH_LABEL" desc:"limit auto-discovery and webhooks to PRs with this label"`
 	// WatchAuthors, when set, limits auto-discovery to PRs by these logins.
@@ -36,7 +42,19 @@ type Config struct {
 	ReviewTimeout time.Duration `envconfig:"PRLOOP_REVIEW_TIMEOUT" default:"2h" desc:"ReviewTimeout once after this long without approval; 0 disables"`
 	// PollInterval is how often each repository is probed; it is also the
 	// lifetime of a replica's repository lease.
-	PollInterval time.Duration `envconfig:"PRLOOP_POLL_INTERVAL" default:"30s" desc:"how often each repository is probed; at least 1s"`
+	PollInterval time.Duration `envconfig:"PRLOOP_POLL_INTERVAL" default:"30s" desc:"how often each repository is probed while a watched PR there needs it; at least 1s"`
+	// IdleProbeInterval is how often a repository is probed while the
+	// probe is not what would see its news first: none of its PRs watched,
+	// or all of them shown by the search (adaptive.go); 0 probes every
+	// repository every interval.
+	IdleProbeInterval time.Duration `envconfig:"PRLOOP_IDLE_PROBE_INTERVAL" default:"10m" desc:"how often a repository is probed while none of its watched PRs needs it (none watched, or all shown by the search); 0 probes every repository every interval"`
+	// Search lets the poller find the watched PRs' news with GitHub's
+	// search, once per interval, when PRLOOP_WATCH_AUTHORS or
+	// PRLOOP_WATCH_LABEL narrows what it watches (adaptive.go).
+	Search bool `envconfig:"PRLOOP_POLL_SEARCH" default:"true" desc:"find the watched PRs' news with GitHub's search once per interval when PRLOOP_WATCH_AUTHORS or PRLOOP_WATCH_LABEL narrows what is watched"`
+	// SearchPerMinute is the poller's share of GitHub's 30 searches a
+	// minute; a round that would need more leaves the rest to the lists.
+	SearchPerMinute int `envconfig:"PRLOOP_POLL_SEARCH_PER_MINUTE" default:"20" desc:"the poller's share of GitHub's 30 searches a minute"`
 	// PollConcurrency bounds the poller's concurrent GitHub requests.
 	PollConcurrency int `envconfig:"PRLOOP_POLL_CONCURRENCY" default:"8" desc:"concurrent GitHub requests of the poller"`
 	// WebhookSecret enables POST /webhook, verified with X-Hub-Signature-256.
@@ -112,12 +130,31 @@ func (c Config) Discovers() bool {
 	return slices.ContainsFunc(c.Repos, func(r string) bool { return strings.TrimSpace(r) != "" })
 }
 
+// RepoPatterns are the entries of PRLOOP_REPOS that discovery lists:
+// "owner/*" as the owner's name, "*" as itself (the App installation).
+func (c Config) RepoPatterns() []string {
+	var out []string
+	for _, r := range c.Repos {
+		r = strings.TrimSpace(r)
+		if r == InstallationRepos {
+			out = append(out, r)
+		} else if owner, ok := strings.CutSuffix(r, "/*"); ok {
+			out = append(out, owner)
+		}
+	}
+	return out
+}
+
+// InstallationRepos is the PRLOOP_REPOS entry for every repository of the
+// GitHub App installation.
+const InstallationRepos = "*"
+
 // RepoRefs are the repositories PRLOOP_REPOS names, those Validate
-// accepts: empty entries are none.
+// accepts: empty entries and patterns (RepoPatterns) are none.
 func (c Config) RepoRefs() []ghref.Repo {
 	var repos []ghref.Repo
 	for _, r := range c.Repos {
-		if strings.TrimSpace(r) == "" {
+		if strings.TrimSpace(r) == "" || isPattern(r) {
 			continue
 		}
 		if repo, err := ghref.ParseRepo(r); err == nil {
@@ -134,12 +171,29 @@ func (c Config) Validate() error {
 		if strings.TrimSpace(r) == "" {
 			continue // PRLOOP_REPOS= (set but empty) means none
 		}
+		if isPattern(r) {
+			owner, _ := strings.CutSuffix(strings.TrimSpace(r), "/*")
+			if owner != InstallationRepos {
+				if _, err := ghref.ParseRepo(owner + "/x"); err != nil {
+					errs = append(errs, fmt.Errorf("PRLOOP_REPOS: %q: want owner/* with an owner's name: %w", r, err))
+				}
+			} else if !c.Config.UsesApp() {
+				errs = append(errs, errors.New("PRLOOP_REPOS: * (every repository of the installation) needs GitHub App auth (PRLOOP_GITHUB_APP_ID …)"))
+			}
+			continue
+		}
 		if _, err := ghref.ParseRepo(r); err != nil {
 			errs = append(errs, fmt.Errorf("PRLOOP_REPOS: %w", err))
 		}
 	}
 	if c.PollInterval < time.Second {
 		errs = append(errs, fmt.Errorf("PRLOOP_POLL_INTERVAL=%s: want at least 1s", c.PollInterval))
+	}
+	if c.DiscoveryInterval < 0 || (c.DiscoveryInterval > 0 && c.DiscoveryInterval < time.Second) {
+		errs = append(errs, fmt.Errorf("PRLOOP_DISCOVERY_INTERVAL=%s: want at least 1s", c.DiscoveryInterval))
+	}
+	if c.IdleProbeInterval != 0 && c.IdleProbeInterval < c.PollInterval {
+		errs = append(errs, fmt.Errorf("PRLOOP_IDLE_PROBE_INTERVAL=%s: want at least PRLOOP_POLL_INTERVAL (%s)", c.IdleProbeInterval, c.PollInterval))
 	}
 	if c.PollConcurrency < 1 {
 		errs = append(errs, fmt.Errorf("PRLOOP_POLL_CONCURRENCY=%d: want at least 1", c.PollConcurrency))
@@ -157,4 +211,10 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("PRLOOP_STATUS_COALESCE=%s: want 0 or a positive duration such as 2s", c.StatusCoalesce))
 	}
 	return errors.Join(errs...)
+}
+
+// isPattern reports whether a PRLOOP_REPOS entry is owner/* or *.
+func isPattern(r string) bool {
+	r = strings.TrimSpace(r)
+	return r == InstallationRepos || strings.HasSuffix(r, "/*")
 }

@@ -35,6 +35,21 @@ func TestConfig_FromEnvironment(t *testing.T) {
 			name: "set but empty lists mean none",
 			env:  map[string]string{"PRLOOP_REPOS": "", "PRLOOP_REVIEWERS": "", "PRLOOP_WATCH_AUTHORS": ""},
 		},
+		{
+			name: "an owner's repositories, discovered", env: map[string]string{"PRLOOP_REPOS": "acme/*,acme/widgets"},
+			check: func(t *testing.T, c Config) {
+				assert.Equal(t, []string{"acme"}, c.RepoPatterns())
+				assert.Len(t, c.RepoRefs(), 1, "the pattern is no repository to check at start")
+				assert.True(t, c.Discovers())
+				assert.Equal(t, "10m0s", c.DiscoveryInterval.String())
+				assert.Equal(t, "10m0s", c.IdleProbeInterval.String())
+				assert.Equal(t, 20, c.Concurrency)
+			},
+		},
+		{name: "every repository of the installation needs App auth", env: map[string]string{"PRLOOP_REPOS": "*"}, wantErr: []string{"PRLOOP_REPOS", "GitHub App"}},
+		{name: "bad owner pattern", env: map[string]string{"PRLOOP_REPOS": "not an owner/*"}, wantErr: []string{"PRLOOP_REPOS", "owner/*"}},
+		{name: "concurrency above GitHub's limit", env: map[string]string{"PRLOOP_GITHUB_CONCURRENCY": "101"}, wantErr: []string{"PRLOOP_GITHUB_CONCURRENCY"}},
+		{name: "idle probes more often than the interval", env: map[string]string{"PRLOOP_IDLE_PROBE_INTERVAL": "10s"}, wantErr: []string{"PRLOOP_IDLE_PROBE_INTERVAL"}},
 		{name: "bad repo", env: map[string]string{"PRLOOP_REPOS": "acme/widgets,not a repo"}, wantErr: []string{"PRLOOP_REPOS", "not a repo"}},
 		{name: "unknown protocol", env: map[string]string{"PRLOOP_REVIEW_PROTOCOLS": "emoji,votes"}, wantErr: []string{"PRLOOP_REVIEW_PROTOCOLS", "votes"}},
 		{name: "quorum without reviewers", env: map[string]string{"PRLOOP_REVIEW_PROTOCOLS": "quorum"}, wantErr: []string{"PRLOOP_REQUIRED_REVIEWERS"}},

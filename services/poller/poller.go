@@ -128,6 +128,12 @@ type Service struct {
 	// sweepInterval is how often records of long-closed PRs are deleted.
 	sweepInterval time.Duration
 
+	// search, when set, shows the watched PRs to the poller every
+	// interval (adaptive.go); nil without a watch filter or a Searcher.
+	search *searchWatch
+	// disc, when set, lists PRLOOP_REPOS's owner/* and * (discovery.go).
+	disc *discovery
+
 	mu      sync.Mutex
 	repos   map[string]*repoWatch
 	started bool
@@ -145,8 +151,15 @@ type repoWatch struct {
 	probeNow chan struct{}
 	reload   atomic.Bool
 	running  bool // guarded by Service.mu
+	// stop ends the loop (discovery lost the repository); Service.mu.
+	stop context.CancelFunc
+	// dropped: discovery lost the repository; it is retired once none of
+	// its PRs is watched (rw.mu).
+	dropped bool
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// idleAt is when the repository's next idle probe is due (probeDue).
+	idleAt  time.Time
 	prs     map[int]bool // watched PR numbers
 	pending map[int]bool // PRs to evaluate at once (webhook, events)
 	heads   map[string][]int
@@ -199,6 +212,18 @@ func New(cfg Config, d Deps) *Service {
 	for _, repo := range cfg.RepoRefs() {
 		s.repo(repo).discover = true
 	}
+	if dr, ok := d.GitHub.(Discoverer); ok && len(cfg.RepoPatterns()) > 0 {
+		s.disc = &discovery{api: dr, found: map[string]map[string]ghref.Repo{}, versions: map[string]string{}, static: map[string]bool{}}
+		for _, r := range cfg.RepoRefs() {
+			s.disc.static[r.Key()] = true
+		}
+	}
+	if sr, ok := d.GitHub.(Searcher); ok && cfg.Search {
+		s.search = &searchWatch{
+			api: sr, interval: cfg.PollInterval, perMinute: cfg.SearchPerMinute, queries: s.searchQueries, kick: s.probeSoon,
+			log: d.Log.With("part", "search"),
+		}
+	}
 	return s
 }
 
@@ -238,7 +263,15 @@ func (s *Service) Run(ctx context.Context) error {
 		rw.memo[r.PR.Number] = r
 		restored++
 	}
-	s.d.Log.Info("poller started", "restored", restored, "repos", len(s.repos), "interval", s.cfg.PollInterval)
+	if s.disc != nil {
+		if err := s.discover(ctx); err != nil && ctx.Err() == nil {
+			s.d.Log.Warn("discovering repositories failed; trying again every PRLOOP_DISCOVERY_INTERVAL", "err", err)
+		}
+	}
+	s.mu.Lock()
+	nrepos := len(s.repos)
+	s.mu.Unlock()
+	s.d.Log.Info("poller started", "restored", restored, "repos", nrepos, "interval", s.cfg.PollInterval)
 
 	s.mu.Lock()
 	s.started, s.runCtx = true, ctx
@@ -268,6 +301,14 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	s.wg.Add(1)
 	go func() { defer s.wg.Done(); s.sweep(ctx) }()
+	if s.disc != nil && s.cfg.DiscoveryInterval > 0 {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.discoverLoop(ctx) }()
+	}
+	if s.search != nil && (len(s.cfg.WatchAuthors) > 0 || s.cfg.WatchLabel != "") {
+		s.wg.Add(1)
+		go func() { defer s.wg.Done(); s.search.run(ctx) }()
+	}
 	if s.d.NewPRs != nil {
 		s.wg.Add(1)
 		go func() {
@@ -425,10 +466,13 @@ func (s *Service) startLoop(rw *repoWatch) {
 		return
 	}
 	rw.running = true
+	ctx, cancel := context.WithCancel(s.runCtx)
+	rw.stop = cancel
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		s.loop(s.runCtx, rw)
+		defer cancel()
+		s.loop(ctx, rw)
 	}()
 }
 
@@ -445,7 +489,9 @@ func (s *Service) loop(ctx context.Context, rw *repoWatch) {
 		case <-ctx.Done():
 			return
 		case <-timer.C:
-			s.probeOwned(ctx, rw, log)
+			if probeDue(s.facts(rw), time.Now(), s.cfg.PollInterval) {
+				s.probeOwned(ctx, rw, log)
+			}
 			timer.Reset(jitter(s.cfg.PollInterval))
 		case <-rw.probeNow:
 			s.probeOwned(ctx, rw, log)
@@ -485,6 +531,9 @@ func (s *Service) probeOwned(ctx context.Context, rw *repoWatch, log *slog.Logge
 			return
 		}
 	}
+	rw.mu.Lock()
+	rw.idleAt = nextIdleProbe(rw.idleAt.IsZero(), time.Now(), s.cfg.IdleProbeInterval) // the schedule's wall clock (facts)
+	rw.mu.Unlock()
 	if err := s.probe(ctx, rw, log); err != nil && ctx.Err() == nil {
 		log.Warn("probe failed; retrying next interval", "err", err)
 	}

@@ -47,7 +47,11 @@ import (
 )
 
 type options struct {
-	prs, repos       int
+	prs, repos int
+	// watched is how many of the PRs the agent opened, those prloop
+	// watches (PRLOOP_WATCH_AUTHORS=agent); 0: every PR, no filter.
+	watched          int
+	caseName         string
 	interval         time.Duration
 	compress         float64
 	idleTicks        int
@@ -64,6 +68,8 @@ func main() {
 	var o options
 	flag.IntVar(&o.prs, "prs", 10000, "watched PRs in all")
 	flag.IntVar(&o.repos, "repos", 100, "repositories the PRs are spread over")
+	flag.IntVar(&o.watched, "watched", 0, "PRs the agent opened, the only ones watched (PRLOOP_WATCH_AUTHORS); 0: every PR is watched")
+	flag.StringVar(&o.caseName, "case", "", "a named shape: org (10,000 PRs over 1,000 repositories, 500 watched); sets -prs, -repos, -watched")
 	flag.DurationVar(&o.interval, "interval", 30*time.Second, "poll interval being modelled")
 	flag.Float64Var(&o.compress, "compress", 30, "time compression: the real interval is interval/compress")
 	flag.IntVar(&o.idleTicks, "idle-ticks", 4, "intervals measured with no reviewer activity")
@@ -75,6 +81,10 @@ func main() {
 	flag.IntVar(&o.concurrency, "concurrency", 8, "prloop poller's PRLOOP_POLL_CONCURRENCY")
 	flag.IntVar(&o.naiveConcurrency, "naive-concurrency", 8, "the naive poller's concurrent requests")
 	flag.Parse()
+	if err := o.applyCase(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -90,6 +100,31 @@ func main() {
 	}
 }
 
+func watchedLabel(o options) string {
+	if o.watched == 0 {
+		return "all"
+	}
+	return strconv.Itoa(o.watched)
+}
+
+// applyCase sets the shape of a named case.
+func (o *options) applyCase() error {
+	switch o.caseName {
+	case "":
+	case "org":
+		// An organisation where agents work: 1,000 repositories of 10
+		// open PRs each, one in twenty opened by the agent and watched,
+		// spread over half the repositories.
+		o.prs, o.repos, o.watched = 10000, 1000, 500
+	default:
+		return fmt.Errorf("-case %q: want org", o.caseName)
+	}
+	if o.watched > o.prs {
+		return fmt.Errorf("-watched %d: more than -prs %d", o.watched, o.prs)
+	}
+	return nil
+}
+
 // result is one contender's figures.
 type result struct {
 	name             string
@@ -102,14 +137,17 @@ type result struct {
 	p99Excess        float64 // seconds of real time beyond one interval
 	rssMB            float64
 	activityRequests float64 // requests per tick during activity
+	busiestRoute     string  // the endpoint with the most points at idle
+	busiestPoints    float64 // its points per tick (GET 1, writes 5)
+	searches         float64 // search requests per tick at idle
 }
 
 // run measures prloop's poller and, unless o.skipBaseline, the naive
 // baseline, prints the table and returns each contender's figures.
 func run(ctx context.Context, o options) ([]result, error) {
 	realInterval := time.Duration(float64(o.interval) / o.compress)
-	fmt.Printf("prloop poller benchmark: %d PRs over %d repos, interval %s (run at %s, compression %.0fx)\n",
-		o.prs, o.repos, o.interval, realInterval, o.compress)
+	fmt.Printf("prloop poller benchmark: %d PRs over %d repos (%s watched), interval %s (run at %s, compression %.0fx)\n",
+		o.prs, o.repos, watchedLabel(o), o.interval, realInterval, o.compress)
 
 	root, err := benchrun.ScratchDir("prloop-bench-")
 	if err != nil {
@@ -149,17 +187,21 @@ func run(ctx context.Context, o options) ([]result, error) {
 
 // world is one contender's simulator and NATS.
 type world struct {
-	sim   *ghsim.Sim
-	srv   *httptest.Server
-	conn  *natsx.Conn
-	prs   []ghref.PR
-	repos []string
-	seen  *seenEvents
+	sim  *ghsim.Sim
+	srv  *httptest.Server
+	conn *natsx.Conn
+	// prs are the watched PRs; unwatched counts the others.
+	prs       []ghref.PR
+	unwatched int
+	repos     []string
+	seen      *seenEvents
 }
 
 func setup(ctx context.Context, o options, dir string) (*world, error) {
 	sim, err := ghsim.New(ghsim.Options{Dir: filepath.Join(dir, "git"), RealClock: true, PrimaryLimit: 1 << 30,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		// GitHub's 30 searches a minute, in the bench's compressed minutes.
+		SearchPerMinute: int(30 * o.compress),
+		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +218,18 @@ func setup(ctx context.Context, o options, dir string) (*world, error) {
 		if err := sim.SetPermission(repo, "alice", "write"); err != nil {
 			return nil, err
 		}
-		prs, err := sim.OpenPRs(repo, per, "agent")
+		agent := per
+		if o.watched > 0 {
+			// The agent's PRs, spread evenly: repository i holds those
+			// of the watched/prs share that fall in its PRs.
+			agent = (i+1)*per*o.watched/o.prs - i*per*o.watched/o.prs
+			others, err := sim.OpenPRs(repo, per-agent, "someone")
+			if err != nil {
+				return nil, err
+			}
+			w.unwatched += len(others)
+		}
+		prs, err := sim.OpenPRs(repo, agent, "agent")
 		if err != nil {
 			return nil, err
 		}
@@ -229,7 +282,16 @@ func measure(ctx context.Context, o options, root, name string, realInterval tim
 		// would be counted as idle cost here. BENCHMARKS.md measures the
 		// status writes apart.
 		"PRLOOP_POST_STATUS=false",
+		// The poller's share of the search limit, compressed like it.
+		"PRLOOP_POLL_SEARCH_PER_MINUTE="+strconv.Itoa(int(20*o.compress)),
+		// GitHub's 900 points a minute per endpoint, in compressed minutes.
+		"PRLOOP_GITHUB_POINTS_PER_MINUTE="+strconv.Itoa(int(900*o.compress)),
+		// The default idle cadence (10m), compressed like the interval.
+		"PRLOOP_IDLE_PROBE_INTERVAL="+time.Duration(float64(10*time.Minute)/o.compress).String(),
 	)
+	if o.watched > 0 {
+		env = append(env, "PRLOOP_WATCH_AUTHORS=agent")
+	}
 	if d := os.Getenv("BENCH_CHILD_GODEBUG"); d != "" {
 		env = append(env, "GODEBUG="+d) // e.g. gctrace=1, to study the contender's heap
 	}
@@ -279,6 +341,9 @@ func measure(ctx context.Context, o options, root, name string, realInterval tim
 	if o.routes {
 		fmt.Printf("[%s] idle requests by route and status: %v\n", name, idle.ByRouteStatus)
 	}
+	res.busiestRoute, res.busiestPoints = busiest(idle.ByRoute)
+	res.busiestPoints /= idleTicks
+	res.searches = float64(idle.ByRoute["GET /search/issues"]) / idleTicks
 
 	// Activity: reviewers take PRs through 👀 → comments → 👍, one state
 	// change at a time per PR, at random moments relative to the ticks.
@@ -302,6 +367,23 @@ func measure(ctx context.Context, o options, root, name string, realInterval tim
 	res.rssMB = peakRSS(cmd.Process.Pid)
 	fmt.Printf("[%s] activity: %d changes in %s: %d primary, %d requests; peak RSS %.0f MB\n", name, len(lat), actDur.Round(time.Millisecond), act.Counted, act.Total, res.rssMB)
 	return res, nil
+}
+
+// busiest returns the route with the most secondary-limit points (GitHub:
+// 1 for a GET, 5 for a write, "Calculating points for the secondary rate
+// limit") and its points.
+func busiest(byRoute map[string]int) (string, float64) {
+	best, points := "", 0.0
+	for route, n := range byRoute {
+		p := float64(n)
+		if !strings.HasPrefix(route, "GET ") && !strings.HasPrefix(route, "HEAD ") {
+			p *= 5
+		}
+		if p > points || (p == points && route < best) {
+			best, points = route, p
+		}
+	}
+	return best, points
 }
 
 func activity(ctx context.Context, w *world, lifecycles int, interval time.Duration) ([]time.Duration, error) {
@@ -477,17 +559,23 @@ func printTable(o options, realInterval time.Duration, rs []result) {
 		}
 		fmt.Printf("| %-46s | %14s | %14s | %7s | %-22s |\n", metric, nv, fmt.Sprintf(format, f(p)), ratio, target)
 	}
-	fmt.Printf("\nN=%d PRs, M=%d repos, interval %s (compressed %.0fx: ran at %s per tick; figures scaled to the %s interval)\n\n",
-		o.prs, o.repos, o.interval, o.compress, realInterval, o.interval)
+	fmt.Printf("\nN=%d PRs (%s watched), M=%d repos, interval %s (compressed %.0fx: ran at %s per tick; figures scaled to the %s interval)\n\n",
+		o.prs, watchedLabel(o), o.repos, o.interval, o.compress, realInterval, o.interval)
 	fmt.Printf("| %-46s | %14s | %14s | %7s | %-22s |\n", "metric", "naive baseline", "prloop poller", "ratio", "target (prloop)")
 	fmt.Printf("|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 48), strings.Repeat("-", 16), strings.Repeat("-", 16), strings.Repeat("-", 9), strings.Repeat("-", 24))
 	row("primary-rate-limit calls per hour, idle", "≤ 100", func(r result) float64 { return r.idleCounted * perHour }, "%.0f")
 	row("total requests per minute, idle", "≤ 450", func(r result) float64 { return r.idleTotal * perMinute }, "%.0f")
+	row("busiest endpoint, points per minute, idle", "≤ 300", func(r result) float64 { return r.busiestPoints * perMinute }, "%.0f")
+	row("search requests per minute, idle", "≤ 20", func(r result) float64 { return r.searches * perMinute }, "%.0f")
 	row("primary calls per state change (while active)", "≤ 4", func(r result) float64 { return r.perChange }, "%.2f")
 	row("detection latency p50 (intervals)", "", func(r result) float64 { return r.p50 }, "%.2f")
 	row("detection latency p99 (intervals)", "", func(r result) float64 { return r.p99 }, "%.2f")
 	row("detection p99 beyond one interval (s, real)", "≤ 2 s", func(r result) float64 { return r.p99Excess }, "%.2f")
 	row("peak RSS (MB)", "≤ 256", func(r result) float64 { return r.rssMB }, "%.0f")
+	fmt.Printf("\nbusiest endpoint at idle: prloop %s", p.busiestRoute)
+	if haveNaive {
+		fmt.Printf(", naive %s", n.busiestRoute)
+	}
 	fmt.Printf("\nstate changes measured: prloop %d", p.changes)
 	if haveNaive {
 		fmt.Printf(", naive %d", n.changes)

@@ -54,6 +54,10 @@ func runNaive(ctx context.Context) error {
 			return err
 		}
 		for _, p := range pulls {
+			// Only the PRs prloop's poller watches (PRLOOP_WATCH_AUTHORS).
+			if a := os.Getenv("PRLOOP_WATCH_AUTHORS"); a != "" && !strings.EqualFold(a, p.GetUser().GetLogin()) {
+				continue
+			}
 			prs = append(prs, repo.PR(p.GetNumber()))
 		}
 	}
