@@ -134,7 +134,7 @@ type Sim struct {
 	// actState is GitHub Actions (actions.go), made on first use.
 	actOnce  sync.Once
 	actState *actions
-	apps apps // registered from manifests (apps.go)
+	apps     apps // registered from manifests (apps.go)
 }
 
 // New creates a simulator storing its repositories under opts.Dir.

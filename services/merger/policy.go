@@ -86,4 +86,3 @@ func (s *Service) policyChecks(ctx context.Context, repo ghref.Repo, base string
 	}
 	return e.RequiredChecks.V, nil
 }
-
