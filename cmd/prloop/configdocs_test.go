@@ -83,7 +83,7 @@ func renderConfigDoc(t *testing.T) string {
 Every setting is an environment variable. ` + "`prloop run -h`" + ` lists the same
 variables with their defaults and descriptions. A bad value stops the
 service at start with a message naming the variable (the ranges below are
-checked there). ` + "`prloop run`" + ` also refuses a ` + "`PRLOOP_*`" + ` variable it does not
+checked there). ` + "`prloop run`" + ` and each service binary also refuse a ` + "`PRLOOP_*`" + ` variable they do not
 read, naming the one it is likely a slip of (` + "`unknown variable\nPRLOOP_POLL_INTERVL (did you mean PRLOOP_POLL_INTERVAL?)`" + `; the test
 harness's ` + "`PRLOOP_TEST_*`" + ` pass), and ` + "`prloop doctor`" + ` runs the start-up
 checks on demand ([troubleshooting](troubleshooting.md)).

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/sandbox"
@@ -67,7 +68,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // failed (no configuration, no credentials) is not made.
 func doctorChecks(ctx context.Context) func(yield func(verdict) bool) {
 	return func(yield func(verdict) bool) {
-		if err := checkEnv(os.Environ(), knownVars()); err != nil {
+		if err := config.CheckEnv(os.Environ(), knownVars()); err != nil {
 			if !yield(verdict{"environment", false, err.Error()}) {
 				return
 			}

@@ -60,7 +60,7 @@ func runAll(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("%w: prloop run takes no arguments, got %q", errUsage, fs.Args())
 	}
 	// Before the simulator sets its own: the environment is the user's.
-	if err := checkEnv(os.Environ(), knownVars()); err != nil {
+	if err := config.CheckEnv(os.Environ(), knownVars()); err != nil {
 		return err
 	}
 	if *simData != "" && !*withSim {

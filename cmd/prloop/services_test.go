@@ -157,6 +157,30 @@ func TestServiceBinaries_NeedNATSURL(t *testing.T) {
 	}
 }
 
+// TestServiceBinaries_RefuseAMisspeltVariable: a service binary, like
+// prloop run, exits non-zero at start on a PRLOOP_* variable prloop does
+// not read, naming the one it is a slip of, instead of ignoring it; the
+// other services' variables (a deployment's shared configuration) pass.
+func TestServiceBinaries_RefuseAMisspeltVariable(t *testing.T) {
+	t.Parallel()
+	gh := startTestSim(t)
+	for _, name := range []string{poller.Name, feedback.Name, merger.Name, escalator.Name} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			bin := proctest.Build(t, "./services/"+name+"/cmd/"+name)
+			p := proctest.Start(t, bin, append(gh.env(),
+				"PRLOOP_NATS_URL=nats://127.0.0.1:1", "PRLOOP_DATA_DIR="+t.TempDir(), "PRLOOP_HTTP_ADDR=127.0.0.1:0",
+				"PRLOOP_MERGE_METHOD=squash", "PRLOOP_AGENT_TIMEOUT=5m", "PRLOOP_POLL_INTERVL=5s",
+			))
+			exited, err := p.Wait(20 * time.Second)
+			require.True(t, exited, "still running with a misspelt variable; stderr:\n%s", p.Stderr.String())
+			require.Error(t, err, "exit status")
+			assert.Contains(t, p.Stderr.String(), "unknown variable PRLOOP_POLL_INTERVL (did you mean PRLOOP_POLL_INTERVAL?)")
+			assert.NotContains(t, p.Stderr.String(), "PRLOOP_MERGE_METHOD", "another service's variable is known")
+		})
+	}
+}
+
 // TestPrloopRun_EmbeddedNATSAndEmitTest runs the all-in-one binary with its
 // embedded NATS, publishes a test event with 'prloop emit-test' as a user
 // would, and sees it as a structured CloudEvent on pr.>.

@@ -246,6 +246,13 @@ func Run(ctx context.Context, name string, cfg Config, logOut io.Writer, build B
 
 // run is Run; needURL refuses to embed a NATS server.
 func run(ctx context.Context, name string, cfg Config, logOut io.Writer, build BuildFunc, needURL bool) error {
+	if needURL {
+		// A service binary: a misspelt setting would be ignored silently.
+		// prloop run makes the same check itself, before anything starts.
+		if err := config.CheckEnv(os.Environ(), config.Known); err != nil {
+			return err
+		}
+	}
 	if err := config.Load(cfg); err != nil {
 		return err
 	}
