@@ -120,6 +120,8 @@ type PR struct {
 	MergeSHA string `json:"merge_sha,omitempty"`
 	Merged   bool   `json:"merged,omitempty"`
 	Closed   bool   `json:"closed,omitempty"`
+	// Runs are the agent's latest runs on the PR (runs.go), oldest first.
+	Runs []Run `json:"agent_runs,omitempty"`
 	// Last is the latest event about the PR, and when it happened.
 	Last   events.Type `json:"last_event,omitempty"`
 	LastAt time.Time   `json:"last_event_at,omitempty"`
@@ -271,6 +273,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 			p.Warning = events.CleanTitle(w.PolicyWarningOf())
 		}
 	}
+	p.addRun(d, at)
 	switch e := d.(type) {
 	case *events.WatchRequested, *events.Created:
 		p.Closed, p.Merged = false, false
