@@ -93,12 +93,14 @@ func TestPage_InABrowser(t *testing.T) {
 	assert.Equal(t, pageURL, field(`(?m)^  web page:  (http://\S+)`), "the -keep summary repeats the page's URL")
 	dir := screenshotDir(t)
 
-	// see loads the page afresh and returns its visible text, the title and
-	// whether an injected script set window.pwned.
-	see := func(shot string) (text, title string, pwned bool) {
+	// see loads the page afresh, then takes the steps (following a link),
+	// and returns the visible text, the title and whether an injected
+	// script set window.pwned.
+	see := func(shot string, steps ...chromedp.Action[chromedp.Void]) (text, title string, pwned bool) {
 		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
 		defer cancel()
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(pageURL), chromedp.WaitReady(chromedp.CSS("body"))))
+		require.NoError(t, chromedp.Do(ctx, steps...))
 		var err error
 		text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
 		require.NoError(t, err)
@@ -162,19 +164,7 @@ func TestPage_InABrowser(t *testing.T) {
 	assert.Regexp(t, `demo/widgets#8 — waiting \d+s`, text, "the queue entry, with how long it has waited")
 
 	// The PR's own page, by the board's link, lists the run as text.
-	ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
-	defer cancel()
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(pageURL), chromedp.WaitReady(chromedp.CSS("body"))))
-	require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a.runs[href="pr/demo/widgets/7"]`)), chromedp.WaitReady(chromedp.CSS("#runs"))))
-	text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-	require.NoError(t, err)
-	title, err = chromedp.Run(ctx, chromedp.Title())
-	require.NoError(t, err)
-	pwned, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`window.pwned !== undefined`))
-	require.NoError(t, err)
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "pr-runs.png"), png, 0o644))
+	text, title, pwned = see("pr-runs.png", chromedp.Click(chromedp.CSS(`a.runs[href="pr/demo/widgets/7"]`)), chromedp.WaitReady(chromedp.CSS("#runs")))
 	assert.Equal(t, "prloop: demo/widgets#7", title, "an injected script set the title")
 	assert.False(t, pwned, "an injected script ran")
 	assert.Contains(t, text, "fix pushed as def", "the run's outcome")
