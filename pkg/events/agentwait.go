@@ -27,8 +27,8 @@ const (
 // AgentWaiting says the agent's next run on HeadSHA waits (State
 // AgentWaitStarted) until ResumeAt, or that the wait is over and the run
 // starts (AgentWaitEnded). Its id is ID(pr, PRAgentWaiting, EventSHA(head),
-// fix cycle, state, ResumeAt's date): one of each per PR per wait, however
-// often the feedback service restarts in between.
+// fix cycle, state, ResumeAt's date, the change request's id): one of each
+// per PR per wait, however often the feedback service restarts in between.
 type AgentWaiting struct {
 	Base
 	State  string `json:"state"`

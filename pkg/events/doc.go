@@ -154,8 +154,8 @@
 // agent run back until the next UTC day and says so with PRAgentWaiting,
 // state waiting, with the figures and resume_at; when the run starts, the
 // same type with state resumed. The id is ID(pr, PRAgentWaiting,
-// EventSHA(head), fix cycle, state, resume_at's date): one of each per
-// PR per wait. Only the views read it (the status line says "waiting: the
+// EventSHA(head), fix cycle, state, resume_at's date, the change
+// request's id): one of each per PR per wait. Only the views read it (the status line says "waiting: the
 // agents' daily budget ($X of $Y) is spent; resumes at 00:00 UTC").
 //
 // # Failing checks

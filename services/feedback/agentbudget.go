@@ -54,8 +54,9 @@ func (a *attempt) budgetGate(ctx context.Context) (res *Result, wait bool, err e
 
 // announceWait tells the views that the agent's next run waits for the
 // day's budget (PRAgentWaiting, state waiting), recorded first so that
-// the end of the wait is told even after a crash. The event's id makes it
-// one per PR per wait, however often the attempt comes back here.
+// the end of the wait is told even after a crash. The event's id (with
+// the change request's own, as an escalation's) makes it one per PR per
+// wait, however often the attempt comes back here.
 func (a *attempt) announceWait(ctx context.Context, day float64, until time.Time) error {
 	if !a.rec.AgentWaitUntil.Equal(until) {
 		a.rec.AgentWaitUntil = until
@@ -86,7 +87,7 @@ func (a *attempt) emitWait(ctx context.Context, w *events.AgentWaiting) error {
 		return err
 	}
 	w.Base, w.Reason, w.FixCycle = events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, events.AgentWaitDailyBudget, a.req.FixCycle
-	_, dup, err := a.s.emit.Emit(ctx, w, ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), w.State, w.ResumeAt.UTC().Format(time.DateOnly))
+	_, dup, err := a.s.emit.Emit(ctx, w, ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), w.State, w.ResumeAt.UTC().Format(time.DateOnly), a.req.EventID)
 	if err != nil {
 		return err
 	}
