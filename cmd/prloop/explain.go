@@ -392,6 +392,9 @@ func nextStep(p *prstatus.PR, x explanation, s cliSettings) string {
 	case r != nil && r.Escalation != nil:
 		steps := r.Escalation.Clear
 		return strings.Join(steps[:len(steps)-1], " ") + " Or: " + steps[len(steps)-1]
+	case p.AgentWait != nil:
+		return fmt.Sprintf("wait until %s: the agents' daily budget is spent (PRLOOP_AGENT_DAILY_COST_USD=$%.2f); to go on now, raise it and restart the feedback service",
+			p.AgentWait.ResumeAt.UTC().Format("2006-01-02 15:04 UTC"), p.AgentWait.BudgetUSD)
 	case p.Conflict != nil:
 		// Before GitHub's word: the conflict it shows (mergeable state
 		// dirty) is the one the agent is resolving.

@@ -34,3 +34,25 @@ func TestExplain_FailingChecksAndFlakyPasses(t *testing.T) {
 	assert.Contains(t, out.String(), "1 failing check run(s) passed on a re-run")
 	assert.Contains(t, x.Next, "the agent is fixing the failing checks test, lint")
 }
+
+// TestExplain_AgentWaitsForTheDaysBudget: while the agents' daily budget
+// is spent, explain says the wait and when it ends, not that the agent is
+// addressing the change request.
+func TestExplain_AgentWaitsForTheDaysBudget(t *testing.T) {
+	t.Parallel()
+	pr := ghref.PR{Owner: "acme", Repo: "widgets", Number: 7}
+	b := prstatus.NewBoard()
+	at := time.Date(2026, 1, 1, 22, 0, 0, 0, time.UTC)
+	head := events.Base{PR: pr, HeadSHA: "aaaaaaaaaaaa"}
+	b.Apply(&events.FeedbackReceived{Base: head, Status: events.StatusChangesRequested, Reviewers: []string{"alice"}}, at)
+	b.Apply(&events.AgentWaiting{Base: head, State: events.AgentWaitStarted, Reason: events.AgentWaitDailyBudget,
+		SpentUSD: 10.5, BudgetUSD: 10, ResumeAt: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)}, at)
+	s := cliSettings{MaxFixCycles: 2}
+	x := explanation{PR: pr, Line: b.Line(pr, s.lineOptions()), Records: recordsOf(b, pr, &state.PR{PR: pr, Status: events.StatusChangesRequested}, s)}
+	x.Next = nextStep(b.Get(pr), x, s)
+	var out strings.Builder
+	require.NoError(t, printExplanation(&out, x, at))
+	assert.Contains(t, out.String(), "waiting: the agents' daily budget ($10.50 of $10.00) is spent; resumes at 00:00 UTC")
+	assert.Equal(t, "wait until 2026-01-02 00:00 UTC: the agents' daily budget is spent (PRLOOP_AGENT_DAILY_COST_USD=$10.00); "+
+		"to go on now, raise it and restart the feedback service", x.Next)
+}

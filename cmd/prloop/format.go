@@ -42,6 +42,11 @@ func describe(d events.Data) string {
 		return fmt.Sprintf("checks failed on %s (round %d): %s", short(d.HeadSHA), d.Round, strings.Join(prstatus.CheckNames(d.Checks), ", "))
 	case *events.FeedbackSkipped:
 		return "no fix needed on " + short(d.HeadSHA) + when(d.Detail != "", ": "+d.Detail)
+	case *events.AgentWaiting:
+		if d.State == events.AgentWaitStarted {
+			return d.Text() + " (" + d.ResumeAt.UTC().Format("2006-01-02 15:04") + " UTC)"
+		}
+		return d.Text()
 	case *events.ReviewApproved:
 		return "👍 approved " + short(d.HeadSHA) + when(len(d.Approvers) > 0, " by "+strings.Join(d.Approvers, ", ")) + prstatus.SetAside(len(d.IgnoredFindings))
 	case *events.ReviewTimeout:

@@ -49,6 +49,11 @@ func TestDescribe(t *testing.T) {
 		{name: "an escalation over a budget", d: &events.EscalationRequested{Base: b, Reason: events.ReasonAgentBudgetExhausted, Severity: events.SeverityBlocking,
 			Agent: &events.AgentRunSummary{Preset: "claude-code", Turns: 4, CostUSD: 0.1, PRCostUSD: 0.3, Budget: "turns"}},
 			want: "escalation requested: agent_budget_exhausted (blocking); agent claude-code: 4 turn(s), $0.1000, $0.3000 on this PR so far; stopped by prloop's turns budget"},
+		{name: "the agent waits for the day's budget", d: &events.AgentWaiting{Base: b, State: events.AgentWaitStarted, Reason: events.AgentWaitDailyBudget,
+			SpentUSD: 10.004, BudgetUSD: 10, ResumeAt: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)},
+			want: "waiting: the agents' daily budget ($10.00 of $10.00) is spent; resumes at 00:00 UTC (2026-01-02 00:00 UTC)"},
+		{name: "the wait is over", d: &events.AgentWaiting{Base: b, State: events.AgentWaitEnded, Reason: events.AgentWaitDailyBudget},
+			want: "the wait is over: the agent's run starts"},
 		{name: "conflict handed to the agent", d: specConflict(),
 			want: "conflicts with main at ba5e123: the agent is asked to resolve it (both modified a.go)"},
 	}

@@ -73,7 +73,9 @@ func screenshotDir(t *testing.T) string {
 // PR, the escalated one with its reason, and, after hostile events (a
 // script as a login, an attribute break-out as a base branch and as a PR
 // title), a queue
-// entry and those values shown as text, with neither script run.
+// entry and those values shown as text, with neither script run; then,
+// by the board's link, a PR's own page with an agent run whose last
+// message and tools are hostile, shown as text too.
 func TestPage_InABrowser(t *testing.T) {
 	t.Parallel()
 	bctx := browser(t)
@@ -91,12 +93,14 @@ func TestPage_InABrowser(t *testing.T) {
 	assert.Equal(t, pageURL, field(`(?m)^  web page:  (http://\S+)`), "the -keep summary repeats the page's URL")
 	dir := screenshotDir(t)
 
-	// see loads the page afresh and returns its visible text, the title and
-	// whether an injected script set window.pwned.
-	see := func(shot string) (text, title string, pwned bool) {
+	// see loads the page afresh, then takes the steps (following a link),
+	// and returns the visible text, the title and whether an injected
+	// script set window.pwned.
+	see := func(shot string, steps ...chromedp.Action[chromedp.Void]) (text, title string, pwned bool) {
 		ctx, cancel := context.WithTimeout(bctx, 30*time.Second)
 		defer cancel()
 		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(pageURL), chromedp.WaitReady(chromedp.CSS("body"))))
+		require.NoError(t, chromedp.Do(ctx, steps...))
 		var err error
 		text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
 		require.NoError(t, err)
@@ -139,13 +143,17 @@ func TestPage_InABrowser(t *testing.T) {
 	for _, d := range []events.Data{
 		&events.ReviewInProgress{Base: events.Base{PR: ghref.PR{Owner: "demo", Repo: "widgets", Number: 9}, HeadSHA: "abc", Title: attr}, Status: events.StatusInProgress, Actor: script},
 		&events.MergeQueued{Base: events.Base{PR: ghref.PR{Owner: "demo", Repo: "widgets", Number: 8}, HeadSHA: "abc"}, BaseBranch: attr},
+		// An agent's run whose last message and tools are hostile, for
+		// the PR's own page.
+		&events.FeedbackAddressed{Base: events.Base{PR: ghref.PR{Owner: "demo", Repo: "widgets", Number: 7}, HeadSHA: "def"}, PreviousHeadSHA: "abc", FixCycle: 1,
+			Agent: &events.AgentRunSummary{Preset: "claude-code", Turns: 3, CostUSD: 0.25, Tools: []string{attr + "×1"}, Final: "done " + script}},
 	} {
 		_, _, err := emit.Emit(t.Context(), d, "page-test")
 		require.NoError(t, err)
 	}
 	require.Eventually(t, func() bool {
 		text, _, _ = see("")
-		return strings.Contains(text, "demo/widgets#9") && strings.Contains(text, "demo/widgets#8")
+		return strings.Contains(text, "demo/widgets#9") && strings.Contains(text, "demo/widgets#8") && strings.Contains(text, "demo/widgets#7")
 	}, 30*time.Second, 200*time.Millisecond, "the page never showed the hostile events:\n%s", text)
 	text, title, pwned := see("page-hostile.png")
 	assert.Equal(t, "prloop", title, "an injected script set the title")
@@ -154,4 +162,12 @@ func TestPage_InABrowser(t *testing.T) {
 	assert.Contains(t, text, "demo/widgets into "+attr, "the base branch is shown as text")
 	assert.Regexp(t, `demo/widgets#9\s+`+regexp.QuoteMeta(attr), text, "the title is shown as text")
 	assert.Regexp(t, `demo/widgets#8 — waiting \d+s`, text, "the queue entry, with how long it has waited")
+
+	// The PR's own page, by the board's link, lists the run as text.
+	text, title, pwned = see("pr-runs.png", chromedp.Click(chromedp.CSS(`a.runs[href="pr/demo/widgets/7"]`)), chromedp.WaitReady(chromedp.CSS("#runs")))
+	assert.Equal(t, "prloop: demo/widgets#7", title, "an injected script set the title")
+	assert.False(t, pwned, "an injected script ran")
+	assert.Contains(t, text, "fix pushed as def", "the run's outcome")
+	assert.Contains(t, text, "done "+script, "the agent's last message is shown as text")
+	assert.Contains(t, text, attr+"×1", "the tools are shown as text")
 }

@@ -73,6 +73,9 @@ func sampleOf(t events.Type, pr ghref.PR) events.Data {
 		return &events.ConflictResolveRequested{Base: b, BaseBranch: "main", BaseSHA: "ba5e"}
 	case events.TypeChecksFailed:
 		return &events.ChecksFailed{Base: b, Round: 1, Checks: []events.FailedCheck{{Name: "test", Kind: events.CheckKindRun, Conclusion: "failure", ID: 1}}}
+	case events.TypeAgentWaiting:
+		return &events.AgentWaiting{Base: b, State: events.AgentWaitStarted, Reason: events.AgentWaitDailyBudget, SpentUSD: 10, BudgetUSD: 10,
+			ResumeAt: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)}
 	}
 	panic("no sample for " + string(t))
 }

@@ -108,6 +108,7 @@
 //	| PRMergeCandidate      | merger                   | speculative queue: the candidate the PR rides in, built/gone  | base, state, candidate, tree, branch, base_sha, position, ahead, detail |
 //	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch, fix_cycle     |
 //	| PRChecksFailed        | poller                   | gating checks failed on head_sha (not prloop's own status)    | checks, round, fix_cycle, epoch, base, anchor, … |
+//	| PRAgentWaiting        | feedback                 | the agent's next run waits (the day's budget), or starts      | state, reason, spent_usd, budget_usd, resume_at, fix_cycle |
 //
 // # Opening a pull request
 //
@@ -145,6 +146,17 @@
 // head), PRFeedbackSkipped, or PREscalationRequested with reason
 // merge_conflict (or max_fix_cycles, agent_budget_exhausted), whose id
 // carries the command's id.
+//
+// # Agent waits
+//
+// When the agents' spend today (UTC) on all PRs reaches
+// PRLOOP_AGENT_DAILY_COST_USD, the feedback service holds each PR's next
+// agent run back until the next UTC day and says so with PRAgentWaiting,
+// state waiting, with the figures and resume_at; when the run starts, the
+// same type with state resumed. The id is ID(pr, PRAgentWaiting,
+// EventSHA(head), fix cycle, state, resume_at's date, the change
+// request's id): one of each per PR per wait. Only the views read it (the status line says "waiting: the
+// agents' daily budget ($X of $Y) is spent; resumes at 00:00 UTC").
 //
 // # Failing checks
 //

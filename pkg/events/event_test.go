@@ -43,6 +43,7 @@ func samples(pr ghref.PR) []Data {
 		&MergeCandidate{Base: b, BaseBranch: "main", State: CandidateBuilt, Candidate: "c0ffee", Tree: "7ee", Branch: "prloop/queue/main/2", BaseSHA: "ba5e", Position: 2, Ahead: []int{41}},
 		&ConflictResolveRequested{Base: b, BaseBranch: "main", BaseSHA: "ba5e", Detail: "conflicts in a.go", Epoch: 1},
 		&ChecksFailed{Base: b, Round: 1, Checks: []FailedCheck{{Name: "test", Kind: CheckKindRun, Conclusion: "failure", ID: 7, Actions: true}}},
+		&AgentWaiting{Base: b, State: AgentWaitStarted, Reason: AgentWaitDailyBudget, SpentUSD: 10.5, BudgetUSD: 10, ResumeAt: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), FixCycle: 1},
 	}
 }
 

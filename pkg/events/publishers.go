@@ -26,7 +26,7 @@ var publishedBy = map[string][]Type{
 		TypeReviewTimeout, TypeClosed, TypeEscalationRequested, TypeEscalationResolved,
 		TypeChecksFailed,
 	},
-	PublisherFeedback:  {TypeCreated, TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested},
+	PublisherFeedback:  {TypeCreated, TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested, TypeAgentWaiting},
 	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested},
 	PublisherEscalator: {TypeEscalated},
 	PublisherCLI:       {TypeCreateRequested, TypeWatchRequested},

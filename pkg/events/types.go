@@ -51,7 +51,7 @@ var Types = []Type{
 	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
 	TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
 	TypeEscalationResolved, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested,
-	TypeChecksFailed,
+	TypeChecksFailed, TypeAgentWaiting,
 }
 
 // Status is a PR's review status as the poller computes it.
@@ -657,6 +657,8 @@ func newData(t Type) (Data, error) {
 		return &ConflictResolveRequested{}, nil
 	case TypeChecksFailed:
 		return &ChecksFailed{}, nil
+	case TypeAgentWaiting:
+		return &AgentWaiting{}, nil
 	}
 	return nil, fmt.Errorf("unknown event type %q", t)
 }

@@ -100,6 +100,10 @@ type PR struct {
 	// with the base, until the agent's answer (a fix or an escalation) or
 	// a new head.
 	Conflict *Conflict `json:"conflict,omitempty"`
+	// AgentWait is the feedback service's word that the agent's next run
+	// waits (PRAgentWaiting), until the run starts, the change request is
+	// answered or a new head.
+	AgentWait *events.AgentWaiting `json:"agent_wait,omitempty"`
 	// Escalation is why a human is needed, while one is; EscalationDetail
 	// says more.
 	Escalation       events.Reason `json:"escalation,omitempty"`
@@ -116,6 +120,8 @@ type PR struct {
 	MergeSHA string `json:"merge_sha,omitempty"`
 	Merged   bool   `json:"merged,omitempty"`
 	Closed   bool   `json:"closed,omitempty"`
+	// Runs are the agent's latest runs on the PR (runs.go), oldest first.
+	Runs []Run `json:"agent_runs,omitempty"`
 	// Last is the latest event about the PR, and when it happened.
 	Last   events.Type `json:"last_event,omitempty"`
 	LastAt time.Time   `json:"last_event_at,omitempty"`
@@ -259,7 +265,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		// A candidate and a conflict were of the old head.
 		p.Head, p.Reviewing, p.Approvers, p.Waiting = head, "", nil, nil
 		p.QuorumResponded, p.QuorumMissing, p.Ignored = nil, nil, nil
-		p.Candidate, p.Conflict, p.FailingChecks = nil, nil, nil
+		p.Candidate, p.Conflict, p.FailingChecks, p.AgentWait = nil, nil, nil, nil
 	}
 	review := func(s events.Status) {
 		p.Status, p.Fixing, p.Escalation, p.EscalationDetail, p.Hold = s, false, "", "", ""
@@ -267,6 +273,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 			p.Warning = events.CleanTitle(w.PolicyWarningOf())
 		}
 	}
+	p.addRun(d, at)
 	switch e := d.(type) {
 	case *events.WatchRequested, *events.Created:
 		p.Closed, p.Merged = false, false
@@ -297,10 +304,16 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		b.leaveQueue(p)
 	case *events.FeedbackAddressed:
 		// Also the answer to a conflict resolution: a fix cycle.
-		p.Fixing, p.FixCycle, p.Conflict, p.FailingChecks = false, e.FixCycle, nil, nil
+		p.Fixing, p.FixCycle, p.Conflict, p.FailingChecks, p.AgentWait = false, e.FixCycle, nil, nil, nil
 		p.Status = events.StatusPending
 	case *events.FeedbackSkipped:
-		p.Fixing, p.Conflict, p.FailingChecks = false, nil, nil
+		p.Fixing, p.Conflict, p.FailingChecks, p.AgentWait = false, nil, nil, nil
+	case *events.AgentWaiting:
+		p.AgentWait = nil
+		if e.State == events.AgentWaitStarted {
+			w := *e
+			p.AgentWait = &w
+		}
 	case *events.ChecksFailed:
 		// The feedback service re-runs (it then answers PRFeedbackSkipped)
 		// or hands the failure to the agent.
@@ -353,7 +366,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 	case *events.EscalationRequested:
 		// Also the answer to a conflict the agent could not resolve.
 		p.Escalation, p.EscalationDetail, p.Fixing = e.Reason, firstNonEmpty(e.LastError, e.Detail), false
-		p.Conflict, p.FailingChecks = nil, nil
+		p.Conflict, p.FailingChecks, p.AgentWait = nil, nil, nil
 	case *events.Escalated:
 		p.Escalation = e.Reason
 	case *events.EscalationResolved:
@@ -472,6 +485,9 @@ func line(p *PR, pos int, batch []int, o Options) Line {
 		// The base's policy file is wrong: nothing is merged and no agent
 		// runs until a person fixes it.
 		return Line{Error, p.Hold}
+	case p.AgentWait != nil:
+		// Said before what the agent is asked to do: it is not doing it.
+		return Line{Pending, p.AgentWait.Text()}
 	case p.Conflict != nil:
 		return Line{Pending, "conflicts with " + p.Conflict.Base + when(p.Conflict.BaseSHA != "", " at "+ghref.ShortSHA(p.Conflict.BaseSHA)) + " — agent resolving (" + cycle(p.FixCycle, o.MaxFixCycles) + ")"}
 	case len(p.FailingChecks) > 0:

@@ -31,6 +31,13 @@ const (
 
 func base(pr ghref.PR, head string) events.Base { return events.Base{PR: pr, HeadSHA: head} }
 
+// dayWait is the feedback service's PRAgentWaiting on pr1's headA for the
+// day's agent budget, in state.
+func dayWait(state string) *events.AgentWaiting {
+	return &events.AgentWaiting{Base: base(pr1, headA), State: state, Reason: events.AgentWaitDailyBudget,
+		SpentUSD: 10.3712, BudgetUSD: 10, ResumeAt: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)}
+}
+
 func TestLine_EveryTrigger(t *testing.T) {
 	t.Parallel()
 	approved := &events.ReviewApproved{Base: base(pr1, headA), Status: events.StatusApproved, Approvers: []string{"alice"}}
@@ -87,6 +94,24 @@ func TestLine_EveryTrigger(t *testing.T) {
 		{name: "second cycle", events: []events.Data{
 			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Actor: "bob", FixCycle: 1},
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by bob — agent fixing (cycle 2 of 2)"}},
+		{name: "the agent waits for the day's budget", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
+			dayWait(events.AgentWaitStarted),
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting: the agents' daily budget ($10.37 of $10.00) is spent; resumes at 00:00 UTC"}},
+		{name: "the wait is over when the run starts", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
+			dayWait(events.AgentWaitStarted), dayWait(events.AgentWaitEnded),
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by alice — agent fixing (cycle 1 of 2)"}},
+		{name: "a new head ends the wait", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
+			dayWait(events.AgentWaitStarted),
+			&events.ReviewPending{Base: base(pr1, headB), Status: events.StatusPending},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "an escalation ends the wait", events: []events.Data{
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
+			dayWait(events.AgentWaitStarted),
+			&events.EscalationRequested{Base: base(pr1, headA), Reason: events.ReasonAgentBudgetExhausted},
+		}, want: prstatus.Line{State: prstatus.Error, Text: "needs a human: agent budget exhausted (label human-review-required)"}},
 		{name: "failing checks handed to the agent", events: []events.Data{
 			&events.ReviewPending{Base: base(pr1, headA), Status: events.StatusPending},
 			&events.ChecksFailed{Base: base(pr1, headA), Round: 2, Checks: []events.FailedCheck{{Name: "test"}, {Name: "lint\nx"}}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/prloop/prloop/pkg/app"
@@ -34,12 +35,14 @@ type Service struct {
 	max  int
 }
 
-// FromRuntime serves the page at / on the runtime's HTTP server and returns
+// FromRuntime serves the page at / and each PR's page at /pr/owner/repo/number
+// (its agent runs) on the runtime's HTTP server, and returns
 // the service that keeps it current.
 func FromRuntime(rt *app.Runtime, o Options) *Service {
 	o = o.withDefaults()
 	s := &Service{rt: rt, page: NewPage(nil, rt.Log, o), max: o.Escalations}
 	rt.Handle("GET /{$}", s.page)
+	rt.Handle(PRPattern, http.HandlerFunc(s.page.ServePR))
 	return s
 }
 

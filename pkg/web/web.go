@@ -27,7 +27,7 @@ import (
 //go:embed page.tmpl
 var pageText string
 
-var pageTmpl = template.Must(template.New("page").Parse(pageText))
+var pageTmpl = parse("page", pageText)
 
 // Options are what the page shows and how.
 type Options struct {
@@ -159,9 +159,14 @@ func (p *Page) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	p.mu.RLock()
 	feed := p.feed
 	p.mu.RUnlock()
+	p.write(w, pageTmpl, p.model(feed))
+}
+
+// write renders tmpl with m, with the headers every page of prloop's has.
+func (p *Page) write(w http.ResponseWriter, tmpl *template.Template, m any) {
 	var b strings.Builder
-	if err := pageTmpl.Execute(&b, p.model(feed)); err != nil {
-		p.log.Error("render the web page", "err", err)
+	if err := tmpl.Execute(&b, m); err != nil {
+		p.log.Error("render the web page", "page", tmpl.Name(), "err", err)
 		http.Error(w, "cannot render the page", http.StatusInternalServerError)
 		return
 	}
@@ -188,7 +193,7 @@ type model struct {
 }
 
 type prRow struct {
-	Ref, URL, Title, Head, State, Text, Last, Ago string
+	Ref, URL, Page, Title, Head, State, Text, Last, Ago string
 }
 
 type queue struct {
@@ -241,7 +246,7 @@ func (p *Page) model(feed *Feed) model {
 		seen := map[qkey]bool{}
 		for _, r := range rows {
 			m.PRs = append(m.PRs, prRow{
-				Ref: r.PR.String(), URL: p.url(r.PR), Title: r.Title, Head: ghref.ShortSHA(r.Head), State: string(r.Line.State), Text: r.Line.Text,
+				Ref: r.PR.String(), URL: p.url(r.PR), Page: prPath(r.PR), Title: r.Title, Head: ghref.ShortSHA(r.Head), State: string(r.Line.State), Text: r.Line.Text,
 				Last: string(r.Last), Ago: ago(now, r.LastAt),
 			})
 			k := qkey{r.PR.RepoRef().Key(), r.Base}

@@ -51,6 +51,23 @@ type applied struct {
 
 func render(t *testing.T, caughtUp bool, err error, evs ...applied) string {
 	t.Helper()
+	rec := httptest.NewRecorder()
+	newTestPage(t, caughtUp, err, evs...).ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	assertPageHeaders(t, rec)
+	return rec.Body.String()
+}
+
+// assertPageHeaders checks the headers every page has.
+func assertPageHeaders(t *testing.T, rec *httptest.ResponseRecorder) {
+	t.Helper()
+	assert.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
+	assert.Contains(t, rec.Header().Get("Content-Security-Policy"), "default-src 'none'", "no script runs, whatever slips through")
+}
+
+// newTestPage is the page of a board the events evs were applied to.
+func newTestPage(t *testing.T, caughtUp bool, err error, evs ...applied) *Page {
+	t.Helper()
 	fb := &fakeBoard{b: prstatus.NewBoard(), caught: make(chan struct{})}
 	if caughtUp {
 		close(fb.caught)
@@ -63,16 +80,10 @@ func render(t *testing.T, caughtUp bool, err error, evs ...applied) string {
 	if err != nil {
 		feed.Fail(err)
 	}
-	page := NewPage(feed, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{
+	return NewPage(feed, slog.New(slog.NewTextHandler(io.Discard, nil)), Options{
 		Line: prstatus.Options{MaxFixCycles: 2, Label: "human-review-required"},
 		Now:  func() time.Time { return t0.Add(5 * time.Minute) },
 	})
-	rec := httptest.NewRecorder()
-	page.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), http.MethodGet, "/", nil))
-	require.Equal(t, http.StatusOK, rec.Code)
-	assert.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
-	assert.Contains(t, rec.Header().Get("Content-Security-Policy"), "default-src 'none'", "no script runs, whatever slips through")
-	return rec.Body.String()
 }
 
 func b(pr ghref.PR) events.Base { return events.Base{PR: pr, HeadSHA: head} }
@@ -122,6 +133,7 @@ func TestPage_Renders(t *testing.T) {
 				"needs a human: review timeout (label human-review-required)",
 				`<tr class="escalation">`, "3m0s ago", "review timeout",
 				"<code>0123456</code>",
+				`<a class="runs" href="pr/acme/widgets/1">agent runs</a>`,
 			},
 			wantNot: []string{`id="loading"`, "Every merge queue is empty.", "No escalation yet."},
 		},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/metrics"
 )
 
@@ -40,12 +41,58 @@ func (a *attempt) budgetGate(ctx context.Context) (res *Result, wait bool, err e
 	case budgetDay:
 		until := nextUTCDay(now)
 		a.log.Warn("the day's agent cost budget is spent; the run waits for the next UTC day", "figures", call.Figures, "until", until)
+		if err := a.announceWait(ctx, day, until); err != nil {
+			return nil, false, err
+		}
 		if err := s.sleep(ctx, until.Sub(now)); err != nil {
 			return nil, false, err
 		}
 		return nil, true, nil
 	}
-	return nil, false, nil
+	return nil, false, a.announceResume(ctx)
+}
+
+// announceWait tells the views that the agent's next run waits for the
+// day's budget (PRAgentWaiting, state waiting), recorded first so that
+// the end of the wait is told even after a crash. The event's id (with
+// the change request's own, as an escalation's) makes it one per PR per
+// wait, however often the attempt comes back here.
+func (a *attempt) announceWait(ctx context.Context, day float64, until time.Time) error {
+	if !a.rec.AgentWaitUntil.Equal(until) {
+		a.rec.AgentWaitUntil = until
+		if err := a.save(ctx); err != nil {
+			return err
+		}
+	}
+	return a.emitWait(ctx, &events.AgentWaiting{State: events.AgentWaitStarted, SpentUSD: roundCents(day),
+		BudgetUSD: a.s.cfg.budget().DailyCostUSD, ResumeAt: until})
+}
+
+// announceResume tells the views that a wait announced is over and the
+// run starts (PRAgentWaiting, state resumed); nothing when none was.
+func (a *attempt) announceResume(ctx context.Context) error {
+	until := a.rec.AgentWaitUntil
+	if until.IsZero() {
+		return nil
+	}
+	if err := a.emitWait(ctx, &events.AgentWaiting{State: events.AgentWaitEnded, ResumeAt: until}); err != nil {
+		return err
+	}
+	a.rec.AgentWaitUntil = time.Time{}
+	return a.save(ctx)
+}
+
+func (a *attempt) emitWait(ctx context.Context, w *events.AgentWaiting) error {
+	if err := a.fence(ctx); err != nil {
+		return err
+	}
+	w.Base, w.Reason, w.FixCycle = events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, events.AgentWaitDailyBudget, a.req.FixCycle
+	_, dup, err := a.s.emit.Emit(ctx, w, ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), w.State, w.ResumeAt.UTC().Format(time.DateOnly), a.req.EventID)
+	if err != nil {
+		return err
+	}
+	a.log.Info("agent wait announced", "state", w.State, "resume_at", w.ResumeAt, "duplicate", dup)
+	return nil
 }
 
 // streamed sets up a preset's run: its transcript beside the log, the

@@ -146,6 +146,11 @@ type Record struct {
 	// change requests: what PRLOOP_AGENT_MAX_COST_USD bounds, carried over
 	// like AgentSpent.
 	AgentCostUSD float64 `json:"agent_cost_usd,omitempty"`
+	// AgentWaitUntil is when the wait for the day's agent budget that this
+	// change request announced (PRAgentWaiting, state waiting) ends, until
+	// its end is announced too: a resume after a crash in the wait still
+	// tells the views that the run starts.
+	AgentWaitUntil time.Time `json:"agent_wait_until,omitzero"`
 	// FixCycle is the number of the fix this change request's push is, or
 	// will be: fixed when the record is made, before anything is pushed,
 	// so that one push counts as one fix cycle however often the change
