@@ -72,6 +72,20 @@ type Value[T any] struct {
 	From Source
 }
 
+// Named says where v was set, for a message that names the setting a
+// person would change: "PRLOOP_AGENT_BUDGET=1h0m0s" for the operator's
+// value or ceiling, "agent.budget: 5m0s in .github/prloop.yml" for the
+// file's, and with the override's glob for a branch override's.
+func (v Value[T]) Named(key, env string) string {
+	switch v.From {
+	case FromOperator, FromCeiling:
+		return fmt.Sprintf("%s=%v", env, v.V)
+	case FromFile:
+		return fmt.Sprintf("%s: %v in %s", key, v.V, Path)
+	}
+	return fmt.Sprintf("%s.%s: %v in %s", v.From, key, v.V, Path)
+}
+
 // Effective is the policy one PR is held to: the base's file and the
 // override for its base branch over the operator's defaults, cut to the
 // ceilings. Invalid, when set, says the base's file is wrong and the
