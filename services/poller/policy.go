@@ -74,6 +74,16 @@ func (j judgement) policyHold(v review.Verdict, self string) string {
 	return ""
 }
 
+// maxFixCycles is the PR's fix limit when the base's file sets it (or a
+// ceiling cut what it set), for the status line; nil leaves the
+// operator's PRLOOP_MAX_FIX_CYCLES, which the line knows already.
+func (j judgement) maxFixCycles() *int {
+	if j.eff.MaxFixCycles.From == policy.FromOperator {
+		return nil
+	}
+	return &j.eff.MaxFixCycles.V
+}
+
 // recheck has a PR held by an invalid file evaluated again every poll
 // interval: fixing the file moves the base, not the PR, and the PR
 // recovers without anyone touching it.

@@ -383,7 +383,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	obs := Observation{
 		HeadSHA: head, Anchor: anchor, Base: p.base, BaseSince: since, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: now,
-		Hold: j.policyHold(verdict, s.policy.Self), PolicyWarning: j.eff.CeilingNote(),
+		Hold: j.policyHold(verdict, s.policy.Self), PolicyWarning: j.eff.CeilingNote(), MaxFixCycles: j.maxFixCycles(),
 	}
 	obs.Checks = s.readChecks(ctx, cur, pr, head, p.base, verdict.Status, log)
 	if obs.Checks != nil && obs.Checks.Pending {
