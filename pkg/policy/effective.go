@@ -168,6 +168,7 @@ func Resolve(op Operator, f *File, branch string) Effective {
 		e.apply(b.Section, Source(fmt.Sprintf("branches.%q", b.Glob)))
 	}
 	e.cut(op.Ceilings)
+	e.cutQueue(op)
 	return e
 }
 
@@ -269,6 +270,31 @@ func (e *Effective) cut(c Ceilings) {
 			e.MergeMethod.V, strings.Join(c.MergeMethods, ","), allowed))
 		e.MergeMethod = Value[string]{allowed, FromCeiling}
 	}
+}
+
+// cutQueue holds merge.queue to the operator's queue: the merger runs one
+// queue per base in the mode PRLOOP_QUEUE_MODE says, with
+// PRLOOP_QUEUE_DEPTH, for every repository. A file that asks for another
+// mode or depth gets the operator's, with a warning, rather than a
+// setting shown as applied that is not. (A queue that changed mode between
+// two passes would leave the speculative queue's candidates and their
+// branches behind, and speculative's own conditions are checked once, at
+// start, on the operator's settings.) A service that does not know the
+// operator's queue (QueueMode "") leaves the file's values.
+func (e *Effective) cutQueue(op Operator) {
+	fromFile := func(s Source) bool { return s != FromOperator && s != FromCeiling }
+	if fromFile(e.QueueMode.From) && op.QueueMode != "" && e.QueueMode.V != op.QueueMode {
+		e.operatorOnly("merge.queue.mode", e.QueueMode.V, op.QueueMode, "PRLOOP_QUEUE_MODE")
+		e.QueueMode = Value[string]{op.QueueMode, FromCeiling}
+	}
+	if fromFile(e.QueueDepth.From) && op.QueueDepth > 0 && e.QueueDepth.V != op.QueueDepth {
+		e.operatorOnly("merge.queue.depth", fmt.Sprint(e.QueueDepth.V), fmt.Sprint(op.QueueDepth), "PRLOOP_QUEUE_DEPTH")
+		e.QueueDepth = Value[int]{op.QueueDepth, FromCeiling}
+	}
+}
+
+func (e *Effective) operatorOnly(key, asked, operator, env string) {
+	e.Warnings = append(e.Warnings, fmt.Sprintf("%s %s: the merge queue is the operator's to set (%s=%s); using %s", key, asked, env, operator, operator))
 }
 
 // CeilingNote is the short form of the warnings, for a status line:

@@ -16,6 +16,7 @@ import (
 func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reader {
 	op := policy.FromReview(cfg.PolicyConfig)
 	op.ReviewTimeout, op.MaxFixCycles, op.EscalationLabel = cfg.ReviewTimeout, cfg.MaxFixCycles, cfg.EscalationLabel
+	op.QueueMode, op.QueueDepth = cfg.QueueMode, cfg.QueueDepth
 	return policy.NewReader(op, cfg.Settings, g, auth)
 }
 
