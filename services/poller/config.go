@@ -103,8 +103,8 @@ type Config struct {
 	RequiredChecks []string `envconfig:"PRLOOP_REQUIRED_CHECKS" desc:"checks every merge needs besides those the base branch's rules require (comma-separated)"`
 }
 
-// fixChecks is PRLOOP_FIX_CHECKS, lower case; empty means required.
-func (c Config) fixChecks() string {
+// FixChecksMode is PRLOOP_FIX_CHECKS, lower case; empty means required.
+func (c Config) FixChecksMode() string {
 	if m := strings.ToLower(strings.TrimSpace(c.FixChecks)); m != "" {
 		return m
 	}
@@ -210,7 +210,7 @@ func (c Config) Validate() error {
 	if c.PostStatus && strings.TrimSpace(c.StatusContext) == "" {
 		errs = append(errs, errors.New("PRLOOP_STATUS_CONTEXT is empty: want a status context such as prloop"))
 	}
-	if m := c.fixChecks(); m != FixRequired && m != FixAll && m != FixNone {
+	if m := c.FixChecksMode(); m != FixRequired && m != FixAll && m != FixNone {
 		errs = append(errs, fmt.Errorf("PRLOOP_FIX_CHECKS=%s: want required, all or none", c.FixChecks))
 	}
 	if c.StatusCoalesce < 0 {

@@ -16,7 +16,7 @@ import (
 func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reader {
 	op := policy.FromReview(cfg.PolicyConfig)
 	op.ReviewTimeout, op.MaxFixCycles, op.EscalationLabel = cfg.ReviewTimeout, cfg.MaxFixCycles, cfg.EscalationLabel
-	op.QueueMode, op.QueueDepth = cfg.QueueMode, cfg.QueueDepth
+	op.QueueMode, op.QueueDepth, op.FixChecks = cfg.QueueMode, cfg.QueueDepth, cfg.FixChecksMode()
 	return policy.NewReader(op, cfg.Settings, g, auth)
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/services/poller"
 )
@@ -34,11 +35,7 @@ func TestPoller_ReviewStatusCarriesThePolicysFixLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			if tt.file != "" {
-				_, err := e.sim.PushCommit(e.repo, "main", "alice", map[string]string{policy.Path: tt.file}, "Add the prloop policy")
-				require.NoError(t, err)
-			}
+			e := newPolicyEnv(t, tt.file)
 			e.start(e.config(func(c *poller.Config) {
 				c.MaxFixCycles, c.Settings = 2, policy.Settings{RepoPolicy: true, MaxFixCyclesCeiling: 5}
 				c.QueueMode, c.QueueDepth = "serial", 4
@@ -58,3 +55,55 @@ func TestPoller_ReviewStatusCarriesThePolicysFixLimit(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPoller_RepositoryPolicy_FixChecks: feedback.fix_checks of the base's
+// .github/prloop.yml decides which failing checks go back to the agent on
+// that repository, over PRLOOP_FIX_CHECKS (required here).
+func TestPoller_RepositoryPolicy_FixChecks(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		file string
+		want []string // the checks handed to the agent; nil: none
+	}{
+		{name: "no file: the required check", want: []string{"test"}},
+		{name: "the file turns it off", file: "version: 1\nfeedback:\n  fix_checks: none\n"},
+		{name: "the file asks for every check", file: "version: 1\nfeedback:\n  fix_checks: all\n", want: []string{"lint", "test"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newPolicyEnv(t, tt.file)
+			info, err := e.sim.PRInfo(e.pr)
+			require.NoError(t, err)
+			require.NoError(t, e.sim.SetRuleset(e.repo, "main", ghsim.RequiredChecks{Contexts: []string{"test"}}))
+			_, _, err = e.sim.RunWorkflow(e.repo, info.HeadSHA, "CI",
+				ghsim.JobInput{Name: "test", Conclusion: "failure"}, ghsim.JobInput{Name: "lint", Conclusion: "failure"})
+			require.NoError(t, err)
+			e.start(e.config(func(c *poller.Config) {
+				c.FixChecks, c.Settings = poller.FixRequired, policy.Settings{RepoPolicy: true, MaxFixCyclesCeiling: 5}
+			}))
+			e.watch(e.pr)
+			if tt.want == nil {
+				e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
+				e.waitProbes(5)
+				assert.Zero(t, e.rec.Count(e.pr, events.TypeChecksFailed), "no failing check goes to the agent")
+				return
+			}
+			cf := e.rec.Wait(t, e.pr, events.TypeChecksFailed, waitFor).Data.(*events.ChecksFailed)
+			assert.ElementsMatch(t, tt.want, events.CheckNames(cf.Checks))
+		})
+	}
+}
+
+// newPolicyEnv is a test world whose base branch carries the policy file
+// file (none when "").
+func newPolicyEnv(t *testing.T, file string) *env {
+	t.Helper()
+	e := newEnv(t)
+	if file != "" {
+		_, err := e.sim.PushCommit(e.repo, "main", "alice", map[string]string{policy.Path: file}, "Add the prloop policy")
+		require.NoError(t, err)
+	}
+	return e
+}
