@@ -19,6 +19,7 @@ import (
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/logging"
+	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/escalator"
@@ -86,6 +87,9 @@ type records struct {
 	Approvers       []string                `json:"approvers,omitempty"`
 	FixCyclesUsed   int                     `json:"fix_cycles_used"`
 	MaxFixCycles    int                     `json:"max_fix_cycles"`
+	// FixLimitFromFile says MaxFixCycles is the base's policy file's
+	// (feedback.max_fix_cycles), not PRLOOP_MAX_FIX_CYCLES.
+	FixLimitFromFile bool `json:"max_fix_cycles_from_file,omitempty"`
 	// Queue is its place in its base branch's merge queue, nil when it is
 	// not queued.
 	Queue *queueSpot `json:"queue,omitempty"`
@@ -355,6 +359,7 @@ func recordsOf(b *prstatus.Board, pr ghref.PR, rec *state.PR, s cliSettings) *re
 	}
 	r.Approvers, r.FixCyclesUsed, r.IgnoredFindings = p.Approvers, max(r.FixCyclesUsed, p.FixCycle), p.Ignored
 	r.FailingChecks = p.FailingChecks
+	r.MaxFixCycles, r.FixLimitFromFile = p.FixLimit(prstatus.Options{MaxFixCycles: s.MaxFixCycles}), p.MaxFixCycles != nil
 	if pos := b.Position(pr); pos > 0 {
 		q := &queueSpot{Base: p.Base, Position: pos, Ahead: []ghref.PR{}, Waiting: p.Waiting, Mode: p.QueueMode, Batch: b.Batch(pr), Candidate: p.Candidate}
 		for _, a := range b.Queue(pr.RepoRef(), p.Base)[:pos-1] {
@@ -406,7 +411,7 @@ func nextStep(p *prstatus.PR, x explanation, s cliSettings) string {
 	case live != nil && live.MergeableState == "dirty":
 		return escalator.AdviceFor(events.ReasonMergeConflict).Next[0]
 	case p.Fixing:
-		return fmt.Sprintf("wait: the agent is addressing the change request (fix cycle %d of %d)", p.FixCycle, s.MaxFixCycles)
+		return fmt.Sprintf("wait: the agent is addressing the change request (fix cycle %d of %d)", p.FixCycle, p.FixLimit(prstatus.Options{MaxFixCycles: s.MaxFixCycles}))
 	case p.Status == events.StatusChangesRequested:
 		return "wait: the agent addresses the change request"
 	case p.Status == events.StatusApproved && r != nil && r.Queue != nil && r.Queue.Candidate != nil:
@@ -495,7 +500,11 @@ func printExplanation(w io.Writer, x explanation, now time.Time) error {
 		for _, f := range r.IgnoredFindings {
 			fmt.Fprintf(tw, "  set aside\t%s%s: %s%s\n", f.Author, when(f.Location != "", " on "+f.Location), f.Reason, when(f.URL != "", " ("+f.URL+")"))
 		}
-		fmt.Fprintf(tw, "  fix cycles\t%d used, %d left (PRLOOP_MAX_FIX_CYCLES=%d)\n", r.FixCyclesUsed, max(0, r.MaxFixCycles-r.FixCyclesUsed), r.MaxFixCycles)
+		limit := fmt.Sprintf("PRLOOP_MAX_FIX_CYCLES=%d", r.MaxFixCycles)
+		if r.FixLimitFromFile {
+			limit = fmt.Sprintf("feedback.max_fix_cycles: %d in %s", r.MaxFixCycles, policy.Path)
+		}
+		fmt.Fprintf(tw, "  fix cycles\t%d used, %d left (%s)\n", r.FixCyclesUsed, max(0, r.MaxFixCycles-r.FixCyclesUsed), limit)
 		if len(r.FailingChecks) > 0 {
 			fmt.Fprintf(tw, "  checks\tagent fixing failing checks: %s\n", strings.Join(r.FailingChecks, ", "))
 		}

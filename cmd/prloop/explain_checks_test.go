@@ -25,14 +25,22 @@ func TestExplain_FailingChecksAndFlakyPasses(t *testing.T) {
 	b.Apply(&events.ChecksFailed{Base: events.Base{PR: pr, HeadSHA: "aaaaaaaaaaaa"}, Round: 2,
 		Checks: []events.FailedCheck{{Name: "test"}, {Name: "lint"}}}, at)
 	rec := &state.PR{PR: pr, Status: events.StatusPending, Checks: state.ChecksRecord{FlakyPasses: 1}}
+	out, next := explainBoard(t, b, pr, rec, at)
+	assert.Contains(t, out, "agent fixing failing checks: test, lint (cycle 1 of 2)")
+	assert.Contains(t, out, "1 failing check run(s) passed on a re-run")
+	assert.Contains(t, next, "the agent is fixing the failing checks test, lint")
+}
+
+// explainBoard is explain's text and next step for pr from b and rec
+// alone (no GitHub, no policy read), under PRLOOP_MAX_FIX_CYCLES=2.
+func explainBoard(t *testing.T, b *prstatus.Board, pr ghref.PR, rec *state.PR, at time.Time) (out, next string) {
+	t.Helper()
 	s := cliSettings{MaxFixCycles: 2}
 	x := explanation{PR: pr, Line: b.Line(pr, s.lineOptions()), Records: recordsOf(b, pr, rec, s)}
 	x.Next = nextStep(b.Get(pr), x, s)
-	var out strings.Builder
-	require.NoError(t, printExplanation(&out, x, at))
-	assert.Contains(t, out.String(), "agent fixing failing checks: test, lint (cycle 1 of 2)")
-	assert.Contains(t, out.String(), "1 failing check run(s) passed on a re-run")
-	assert.Contains(t, x.Next, "the agent is fixing the failing checks test, lint")
+	var w strings.Builder
+	require.NoError(t, printExplanation(&w, x, at))
+	return w.String(), x.Next
 }
 
 // TestExplain_AgentWaitsForTheDaysBudget: while the agents' daily budget

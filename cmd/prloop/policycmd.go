@@ -128,7 +128,7 @@ func operatorFromEnv() (policy.Operator, error) {
 // operatorOf joins the services' settings into one Operator.
 func operatorOf(p poller.Config, fb feedback.Config, m merger.Config, e escalator.Config) policy.Operator {
 	op := policy.FromReview(p.PolicyConfig)
-	op.ReviewTimeout, op.MaxFixCycles, op.FixChecks = p.ReviewTimeout, fb.MaxFixCycles, "none"
+	op.ReviewTimeout, op.MaxFixCycles, op.FixChecks = p.ReviewTimeout, fb.MaxFixCycles, p.FixChecksMode()
 	op.AgentTimeout, op.AgentBudget, op.AgentMayEditWorkflows = fb.AgentTimeout, fb.AgentBudget, fb.AgentMayEditWorkflows
 	op.MergeMethod, op.RequiredChecks, op.QueueMode, op.QueueDepth = m.MergeMethod, m.RequiredChecks, m.QueueMode, m.QueueDepth
 	op.DeleteBranch, op.EscalationLabel, op.Mentions = m.DeleteBranch, e.Label, e.Mentions

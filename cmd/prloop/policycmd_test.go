@@ -45,6 +45,14 @@ func TestPolicyCheck_SameRulesAsTheServices(t *testing.T) {
 			want: []string{"merge.method                   squash                         (operator default)"},
 		},
 		{
+			name: "the merge queue is the operator's",
+			file: "version: 1\nmerge: {queue: {mode: speculative}}\n",
+			want: []string{
+				"merge.queue.mode               serial                         (ceiling)",
+				"warning: merge.queue.mode speculative: the merge queue is the operator's to set (PRLOOP_QUEUE_MODE=serial); using serial",
+			},
+		},
+		{
 			name:    "invalid: every problem with its line",
 			file:    "version: 1\nreview:\n  protocols: [emoji]\n  reviwers: [alice]\nmerge:\n  method: fast\n",
 			wantErr: errInvalidPolicy,

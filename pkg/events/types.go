@@ -150,6 +150,11 @@ type Base struct {
 	// values the operator's ceilings cut ("ceiling: merge.method=merge"),
 	// as the poller's review statuses carry it for the status line.
 	PolicyWarning string `json:"policy_warning,omitempty"`
+	// MaxFixCycles is the PR's max_fix_cycles when its base's
+	// .github/prloop.yml sets it (nil: the operator's
+	// PRLOOP_MAX_FIX_CYCLES), as the poller's review statuses carry it
+	// for the status line's "cycle 1 of 3".
+	MaxFixCycles *int `json:"max_fix_cycles,omitempty"`
 }
 
 // MaxTitle bounds a title in an event, in runes.
@@ -196,6 +201,9 @@ func (b Base) PRTitle() string { return b.Title }
 
 // PolicyWarningOf returns the policy warning the event carries.
 func (b Base) PolicyWarningOf() string { return b.PolicyWarning }
+
+// MaxFixCyclesOf returns the PR's fix limit the event carries, if any.
+func (b Base) MaxFixCyclesOf() *int { return b.MaxFixCycles }
 
 // CreateRequestedNumber is the PR number of PRCreateRequested, a command
 // about a pull request that does not exist yet: its subject is

@@ -72,6 +72,20 @@ type Value[T any] struct {
 	From Source
 }
 
+// Named says where v was set, for a message that names the setting a
+// person would change: "PRLOOP_AGENT_BUDGET=1h0m0s" for the operator's
+// value or ceiling, "agent.budget: 5m0s in .github/prloop.yml" for the
+// file's, and with the override's glob for a branch override's.
+func (v Value[T]) Named(key, env string) string {
+	switch v.From {
+	case FromOperator, FromCeiling:
+		return fmt.Sprintf("%s=%v", env, v.V)
+	case FromFile:
+		return fmt.Sprintf("%s: %v in %s", key, v.V, Path)
+	}
+	return fmt.Sprintf("%s.%s: %v in %s", v.From, key, v.V, Path)
+}
+
 // Effective is the policy one PR is held to: the base's file and the
 // override for its base branch over the operator's defaults, cut to the
 // ceilings. Invalid, when set, says the base's file is wrong and the
@@ -154,6 +168,7 @@ func Resolve(op Operator, f *File, branch string) Effective {
 		e.apply(b.Section, Source(fmt.Sprintf("branches.%q", b.Glob)))
 	}
 	e.cut(op.Ceilings)
+	e.cutQueue(op)
 	return e
 }
 
@@ -255,6 +270,31 @@ func (e *Effective) cut(c Ceilings) {
 			e.MergeMethod.V, strings.Join(c.MergeMethods, ","), allowed))
 		e.MergeMethod = Value[string]{allowed, FromCeiling}
 	}
+}
+
+// cutQueue holds merge.queue to the operator's queue: the merger runs one
+// queue per base in the mode PRLOOP_QUEUE_MODE says, with
+// PRLOOP_QUEUE_DEPTH, for every repository. A file that asks for another
+// mode or depth gets the operator's, with a warning, rather than a
+// setting shown as applied that is not. (A queue that changed mode between
+// two passes would leave the speculative queue's candidates and their
+// branches behind, and speculative's own conditions are checked once, at
+// start, on the operator's settings.) A service that does not know the
+// operator's queue (QueueMode "") leaves the file's values.
+func (e *Effective) cutQueue(op Operator) {
+	fromFile := func(s Source) bool { return s != FromOperator && s != FromCeiling }
+	if fromFile(e.QueueMode.From) && op.QueueMode != "" && e.QueueMode.V != op.QueueMode {
+		e.operatorOnly("merge.queue.mode", e.QueueMode.V, op.QueueMode, "PRLOOP_QUEUE_MODE")
+		e.QueueMode = Value[string]{op.QueueMode, FromCeiling}
+	}
+	if fromFile(e.QueueDepth.From) && op.QueueDepth > 0 && e.QueueDepth.V != op.QueueDepth {
+		e.operatorOnly("merge.queue.depth", fmt.Sprint(e.QueueDepth.V), fmt.Sprint(op.QueueDepth), "PRLOOP_QUEUE_DEPTH")
+		e.QueueDepth = Value[int]{op.QueueDepth, FromCeiling}
+	}
+}
+
+func (e *Effective) operatorOnly(key, asked, operator, env string) {
+	e.Warnings = append(e.Warnings, fmt.Sprintf("%s %s: the merge queue is the operator's to set (%s=%s); using %s", key, asked, env, operator, operator))
 }
 
 // CeilingNote is the short form of the warnings, for a status line:

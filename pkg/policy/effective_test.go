@@ -159,6 +159,27 @@ func TestResolve_Ceilings(t *testing.T) {
 			},
 			warnings: []string{"merge.method rebase is not allowed by the operator (PRLOOP_MERGE_METHODS=squash,merge); using squash"},
 		},
+		{
+			name: "the merge queue is the operator's",
+			file: "version: 1\nmerge: {queue: {mode: speculative, depth: 8}}\n",
+			check: func(t *testing.T, e Effective) {
+				assert.Equal(t, Value[string]{"serial", FromCeiling}, e.QueueMode)
+				assert.Equal(t, Value[int]{4, FromCeiling}, e.QueueDepth)
+				assert.Equal(t, "ceiling: merge.queue.mode=serial, merge.queue.depth=4", e.CeilingNote())
+			},
+			warnings: []string{
+				"merge.queue.mode speculative: the merge queue is the operator's to set (PRLOOP_QUEUE_MODE=serial); using serial",
+				"merge.queue.depth 8: the merge queue is the operator's to set (PRLOOP_QUEUE_DEPTH=4); using 4",
+			},
+		},
+		{
+			name: "a file that names the operator's queue stands",
+			file: "version: 1\nbranches:\n  main: {merge: {queue: {mode: serial, depth: 4}}}\n",
+			check: func(t *testing.T, e Effective) {
+				assert.Equal(t, Value[string]{"serial", `branches."main"`}, e.QueueMode)
+				assert.Equal(t, Value[int]{4, `branches."main"`}, e.QueueDepth)
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,4 +204,26 @@ func TestFailed_KeepsTheProblemAndActsOnNothing(t *testing.T) {
 	assert.True(t, e.File)
 	assert.Equal(t, err, e.Invalid)
 	assert.Contains(t, e.Format(), `INVALID (nothing is merged and no agent runs): .github/prloop.yml:3: unknown key "reviwers"`)
+}
+
+// TestValue_Named: a message names the setting a person would change: the
+// variable for the operator's value or ceiling, the file's key otherwise.
+func TestValue_Named(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		v    Value[time.Duration]
+		want string
+	}{
+		{name: "operator", v: Value[time.Duration]{time.Hour, FromOperator}, want: "PRLOOP_AGENT_BUDGET=1h0m0s"},
+		{name: "ceiling", v: Value[time.Duration]{time.Hour, FromCeiling}, want: "PRLOOP_AGENT_BUDGET=1h0m0s"},
+		{name: "file", v: Value[time.Duration]{time.Minute, FromFile}, want: "agent.budget: 1m0s in .github/prloop.yml"},
+		{name: "branch override", v: Value[time.Duration]{time.Minute, `branches."release/*"`}, want: `branches."release/*".agent.budget: 1m0s in .github/prloop.yml`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, tt.v.Named("agent.budget", "PRLOOP_AGENT_BUDGET"))
+		})
+	}
 }

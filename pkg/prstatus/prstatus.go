@@ -116,6 +116,9 @@ type PR struct {
 	// Warning is what of that file the operator's ceilings cut, from the
 	// poller's latest review status.
 	Warning string `json:"policy_warning,omitempty"`
+	// MaxFixCycles is the PR's fix limit from its base's policy file, from
+	// the poller's latest review status (nil: Options.MaxFixCycles).
+	MaxFixCycles *int `json:"max_fix_cycles,omitempty"`
 	// MergeSHA is prloop's merge commit; Merged and Closed are final.
 	MergeSHA string `json:"merge_sha,omitempty"`
 	Merged   bool   `json:"merged,omitempty"`
@@ -271,6 +274,9 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.Status, p.Fixing, p.Escalation, p.EscalationDetail, p.Hold = s, false, "", "", ""
 		if w, ok := d.(interface{ PolicyWarningOf() string }); ok {
 			p.Warning = events.CleanTitle(w.PolicyWarningOf())
+		}
+		if m, ok := d.(interface{ MaxFixCyclesOf() *int }); ok {
+			p.MaxFixCycles = m.MaxFixCyclesOf()
 		}
 	}
 	p.addRun(d, at)
@@ -489,11 +495,11 @@ func line(p *PR, pos int, batch []int, o Options) Line {
 		// Said before what the agent is asked to do: it is not doing it.
 		return Line{Pending, p.AgentWait.Text()}
 	case p.Conflict != nil:
-		return Line{Pending, "conflicts with " + p.Conflict.Base + when(p.Conflict.BaseSHA != "", " at "+ghref.ShortSHA(p.Conflict.BaseSHA)) + " — agent resolving (" + cycle(p.FixCycle, o.MaxFixCycles) + ")"}
+		return Line{Pending, "conflicts with " + p.Conflict.Base + when(p.Conflict.BaseSHA != "", " at "+ghref.ShortSHA(p.Conflict.BaseSHA)) + " — agent resolving (" + cycle(p.FixCycle, p.FixLimit(o)) + ")"}
 	case len(p.FailingChecks) > 0:
-		return Line{Pending, "agent fixing failing checks: " + strings.Join(p.FailingChecks, ", ") + " (" + cycle(p.FixCycle, o.MaxFixCycles) + ")"}
+		return Line{Pending, "agent fixing failing checks: " + strings.Join(p.FailingChecks, ", ") + " (" + cycle(p.FixCycle, p.FixLimit(o)) + ")"}
 	case p.Fixing:
-		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, o.MaxFixCycles), SetAside(len(p.Ignored)))}
+		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, p.FixLimit(o)), SetAside(len(p.Ignored)))}
 	case p.Status == events.StatusApproved && pos > 0 && p.Candidate != nil:
 		return Line{Pending, candidateLine(p)}
 	case p.Status == events.StatusApproved && pos > 0 && len(p.Waiting) > 0:
@@ -569,6 +575,15 @@ func by(logins []string) string {
 		return ""
 	}
 	return " by " + strings.Join(logins, ", ")
+}
+
+// FixLimit is the PR's fix limit: its base's policy's, or the
+// operator's.
+func (p *PR) FixLimit(o Options) int {
+	if p.MaxFixCycles != nil {
+		return *p.MaxFixCycles
+	}
+	return o.MaxFixCycles
 }
 
 func cycle(n, max int) string {

@@ -91,6 +91,17 @@ func TestLine_EveryTrigger(t *testing.T) {
 		{name: "changes requested, agent fixing", events: []events.Data{
 			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by alice — agent fixing (cycle 1 of 2)"}},
+		{name: "the base's policy file sets the fix limit", events: []events.Data{
+			&events.FeedbackReceived{Base: events.Base{PR: pr1, HeadSHA: headA, MaxFixCycles: ptr(4)}, Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by alice — agent fixing (cycle 1 of 4)"}},
+		{name: "the policy's fix limit holds for failing checks", events: []events.Data{
+			&events.ReviewPending{Base: events.Base{PR: pr1, HeadSHA: headA, MaxFixCycles: ptr(1)}, Status: events.StatusPending},
+			&events.ChecksFailed{Base: base(pr1, headA), Round: 2, Checks: []events.FailedCheck{{Name: "test"}}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "agent fixing failing checks: test (cycle 1 of 1)"}},
+		{name: "a later status without a file's limit is the operator's again", events: []events.Data{
+			&events.ReviewPending{Base: events.Base{PR: pr1, HeadSHA: headA, MaxFixCycles: ptr(4)}, Status: events.StatusPending},
+			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Reviewers: []string{"alice"}},
+		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by alice — agent fixing (cycle 1 of 2)"}},
 		{name: "second cycle", events: []events.Data{
 			&events.FeedbackReceived{Base: base(pr1, headA), Status: events.StatusChangesRequested, Actor: "bob", FixCycle: 1},
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "changes requested by bob — agent fixing (cycle 2 of 2)"}},
@@ -404,3 +415,5 @@ func TestBoard_SkipsRequestsToOpen(t *testing.T) {
 	assert.Equal(t, "Add x", b.Get(pr1).Title)
 	assert.Equal(t, headA, b.Get(pr1).Head)
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -85,7 +85,7 @@ type Git interface {
 	Export(ctx context.Context, wt Worktree, start, message string, exclude ...string) (string, error)
 	Sync(ctx context.Context, wt Worktree) (string, error)
 	IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error)
-	Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, workflows bool) error
+	Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, forbidWorkflows string) error
 	Push(ctx context.Context, wt Worktree, target string) error
 }
 
@@ -142,11 +142,17 @@ func settledResult(act action, log *slog.Logger) Result {
 
 // limits are the policy's settings from the configuration.
 func (s *Service) limits() limits {
-	return limits{
+	lim := limits{
 		MaxFixCycles: s.cfg.MaxFixCycles, Label: s.cfg.EscalationLabel,
 		AgentAttempts: s.cfg.AgentAttempts, AgentBudget: s.cfg.AgentBudget, AgentBackoff: s.cfg.AgentBackoff,
-		Rerun: s.cfg.RerunFailedChecks, MaxCIFixCycles: s.cfg.MaxCIFixCycles,
+		AgentTimeout:  s.cfg.AgentTimeout,
+		BudgetSetting: fmt.Sprintf("PRLOOP_AGENT_BUDGET=%s", s.cfg.AgentBudget),
+		Rerun:         s.cfg.RerunFailedChecks, MaxCIFixCycles: s.cfg.MaxCIFixCycles,
 	}
+	if !s.cfg.AgentMayEditWorkflows {
+		lim.ForbidWorkflows = "PRLOOP_AGENT_MAY_EDIT_WORKFLOWS=false"
+	}
+	return lim
 }
 
 // attempt is one replica's work on one change request, under its lease:
@@ -164,6 +170,9 @@ type attempt struct {
 	prev  Record
 	cycle int // fixes pushed so far
 	pull  *gh.PullRequest
+	// lim are the limits of the PR's base policy (the operator's until
+	// the PR is read): the attempt's every decision and check uses them.
+	lim   limits
 	git   Git
 	env   []string
 	wt    Worktree
@@ -200,7 +209,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 			Labelled: hasLabel(a.pull, s.cfg.EscalationLabel), Head: a.pull.GetHead().GetSHA(),
 		}
 	}
-	lim := s.limits()
+	a.lim = s.limits()
 	if snap.Found {
 		eff, err := a.policyOf(ctx)
 		if err != nil {
@@ -210,9 +219,9 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 			a.log.Warn("the base's policy file is invalid; no agent runs", "why", eff.Invalid)
 			return a.skip(ctx, eff.Invalid.Error())
 		}
-		lim = s.limitsUnder(eff)
+		a.lim = s.limitsUnder(eff)
 	}
-	act := plan(req, a.prev, snap, lim)
+	act := plan(req, a.prev, snap, a.lim)
 	a.rec, a.cycle = act.rec, act.cycle
 	if act.kind == actRerun {
 		a.log.Info(act.note)
@@ -223,7 +232,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 		// GitHub would not re-run them (no permission, a run too old):
 		// the agent gets the failure at once.
 		a.log.Warn("the failed jobs were not re-run; asking the agent", "err", err)
-		lim := s.limits()
+		lim := a.lim
 		lim.Rerun = false
 		act = plan(req, a.prev, snap, lim)
 		a.rec, a.cycle = act.rec, act.cycle
@@ -323,7 +332,7 @@ func (a *attempt) resume(ctx context.Context, mode resumeMode) (Result, bool, er
 
 // fix runs the agent until a fix is verified or the runs are used up.
 func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
-	s, start, lim := a.s, a.req.HeadSHA, a.s.limits()
+	s, start, lim := a.s, a.req.HeadSHA, a.lim
 	var lastErr error
 	if a.rec.LastError != "" {
 		lastErr = errors.New(a.rec.LastError) // from before an interruption
@@ -336,9 +345,9 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			}
 		}
 		if st.kind == stepBudgetSpent {
-			a.log.Warn("agent budget spent; escalating", "spent", a.rec.AgentSpent, "budget", s.cfg.AgentBudget)
+			a.log.Warn("agent budget spent; escalating", "spent", a.rec.AgentSpent, "budget", lim.AgentBudget)
 			return a.escalate(ctx, events.ReasonAgentBudgetExhausted, errText(lastErr),
-				fmt.Sprintf("the agent ran %s on this PR (PRLOOP_AGENT_BUDGET=%s)", a.rec.AgentSpent.Round(time.Second), s.cfg.AgentBudget))
+				fmt.Sprintf("the agent ran %s on this PR (%s)", a.rec.AgentSpent.Round(time.Second), lim.BudgetSetting))
 		}
 		if res, wait, err := a.budgetGate(ctx); err != nil || res != nil {
 			return derefResult(res), err
@@ -643,7 +652,7 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 		// the base's commits and workflows as the agent's.
 		err = a.checkConflictResult(ctx, target)
 	} else {
-		err = a.git.Inspect(ctx, a.wt, remote, target, a.s.cfg.AgentMaxCommits, a.s.cfg.AgentMayEditWorkflows)
+		err = a.git.Inspect(ctx, a.wt, remote, target, a.s.cfg.AgentMaxCommits, a.lim.ForbidWorkflows)
 	}
 	if err != nil {
 		return fixResult{}, err

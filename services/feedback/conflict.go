@@ -82,10 +82,11 @@ type resolution struct {
 	// SeparatorFiles those with a "=======" line.
 	MarkerFiles, SeparatorFiles []string
 	// Workflows are the paths under .github/workflows whose content in
-	// Target is neither side's, and MayEditWorkflows
-	// PRLOOP_AGENT_MAY_EDIT_WORKFLOWS.
-	Workflows        []string
-	MayEditWorkflows bool
+	// Target is neither side's, and ForbidWorkflows the setting that
+	// forbids the agent to write them (limits.ForbidWorkflows; "" allows
+	// it).
+	Workflows       []string
+	ForbidWorkflows string
 }
 
 // checkResolution accepts exactly one new commit, a merge of the head and
@@ -125,8 +126,8 @@ func checkResolution(r resolution) error {
 	if len(unrelated) > 0 {
 		why = append(why, "changes files neither side changed: "+strings.Join(bounded(unrelated), ", "))
 	}
-	if len(r.Workflows) > 0 && !r.MayEditWorkflows {
-		why = append(why, "writes workflows of its own: "+strings.Join(bounded(r.Workflows), ", ")+" (PRLOOP_AGENT_MAY_EDIT_WORKFLOWS=false)")
+	if len(r.Workflows) > 0 && r.ForbidWorkflows != "" {
+		why = append(why, "writes workflows of its own: "+strings.Join(bounded(r.Workflows), ", ")+" ("+r.ForbidWorkflows+")")
 	}
 	if len(why) > 0 {
 		return fmt.Errorf("%w: %s", ErrBadResolution, strings.Join(why, "; "))
@@ -293,7 +294,7 @@ func (a *attempt) checkConflictResult(ctx context.Context, target string) error 
 	if err != nil {
 		return err
 	}
-	r.MayEditWorkflows = a.s.cfg.AgentMayEditWorkflows
+	r.ForbidWorkflows = a.lim.ForbidWorkflows
 	return checkResolution(r)
 }
 

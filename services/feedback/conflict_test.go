@@ -41,10 +41,10 @@ func TestCheckResolution(t *testing.T) {
 		{name: "markers left", mut: func(r *resolution) { r.MarkerFiles = []string{"both.go"} }, want: "conflict markers left in both.go"},
 		{name: "a separator left in a conflicted file", mut: func(r *resolution) { r.SeparatorFiles = []string{"both.go"} }, want: "conflict markers left in both.go"},
 		{name: "an unrelated file changed", mut: func(r *resolution) { r.Changed = append(r.Changed, "README.md") }, want: "neither side changed: README.md"},
-		{name: "a workflow of its own", mut: func(r *resolution) { r.Workflows = []string{".github/workflows/ci.yml"} }, want: "workflows of its own"},
-		{name: "a workflow of its own, allowed", mut: func(r *resolution) {
-			r.Workflows, r.MayEditWorkflows = []string{".github/workflows/ci.yml"}, true
-		}},
+		{name: "a workflow of its own", mut: func(r *resolution) {
+			r.Workflows, r.ForbidWorkflows = []string{".github/workflows/ci.yml"}, "PRLOOP_AGENT_MAY_EDIT_WORKFLOWS=false"
+		}, want: "workflows of its own: .github/workflows/ci.yml (PRLOOP_AGENT_MAY_EDIT_WORKFLOWS=false)"},
+		{name: "a workflow of its own, allowed", mut: func(r *resolution) { r.Workflows = []string{".github/workflows/ci.yml"} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

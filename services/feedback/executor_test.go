@@ -184,7 +184,7 @@ func (g *fakeGit) IsAncestor(_ context.Context, _ Worktree, a, b string) (bool, 
 	return false, nil
 }
 
-func (g *fakeGit) Inspect(context.Context, Worktree, string, string, int, bool) error { return nil }
+func (g *fakeGit) Inspect(context.Context, Worktree, string, string, int, string) error { return nil }
 
 func (g *fakeGit) Push(_ context.Context, _ Worktree, target string) error {
 	g.mu.Lock()

@@ -561,10 +561,10 @@ var ErrRefused = errors.New("prloop does not push this")
 
 // Inspect checks, in the mirror, the commits from start to target that
 // prloop is about to push: at most maxCommits of them, and no change under
-// .github/workflows unless workflows is set (a workflow runs with the
-// repository's secrets, so an agent that reads strangers' text must not
-// write one).
-func (g *realGit) Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, workflows bool) error {
+// .github/workflows when forbidWorkflows names the setting that forbids
+// it (a workflow runs with the repository's secrets, so an agent that
+// reads strangers' text must not write one; "" allows it).
+func (g *realGit) Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, forbidWorkflows string) error {
 	n, err := g.mirrorGit(ctx, wt.Mirror, "", "rev-list", "--count", start+".."+target)
 	if err != nil {
 		return err
@@ -572,7 +572,7 @@ func (g *realGit) Inspect(ctx context.Context, wt Worktree, start, target string
 	if c, _ := strconv.Atoi(n); maxCommits > 0 && c > maxCommits {
 		return fmt.Errorf("%w: %d commits, over PRLOOP_AGENT_MAX_COMMITS=%d", ErrRefused, c, maxCommits)
 	}
-	if workflows {
+	if forbidWorkflows == "" {
 		return nil
 	}
 	out, err := g.mirrorGit(ctx, wt.Mirror, "", "diff", "--name-only", "--no-renames", "-z", start, target, "--", ".github/workflows")
@@ -580,7 +580,7 @@ func (g *realGit) Inspect(ctx context.Context, wt Worktree, start, target string
 		return err
 	}
 	if files := strings.Split(strings.TrimRight(out, "\x00"), "\x00"); out != "" {
-		return fmt.Errorf("%w: the agent's commits change %s (PRLOOP_AGENT_MAY_EDIT_WORKFLOWS=false)", ErrRefused, strings.Join(files, ", "))
+		return fmt.Errorf("%w: the agent's commits change %s (%s)", ErrRefused, strings.Join(files, ", "), forbidWorkflows)
 	}
 	return nil
 }

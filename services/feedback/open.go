@@ -416,7 +416,7 @@ func (s *Service) open(ctx context.Context, req OpenRequest, key string, lease *
 		if err != nil {
 			return ghref.PR{}, err
 		}
-		if err := git.Inspect(ctx, wt, start, f.Result, s.cfg.AgentMaxCommits, s.cfg.AgentMayEditWorkflows); err != nil {
+		if err := git.Inspect(ctx, wt, start, f.Result, s.cfg.AgentMaxCommits, s.limits().ForbidWorkflows); err != nil {
 			if errors.Is(err, ErrRefused) {
 				return ghref.PR{}, fmt.Errorf("%w: %w", ErrOpenRefused, err)
 			}

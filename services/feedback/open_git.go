@@ -24,7 +24,7 @@ type openGit interface {
 	MergeBase(ctx context.Context, wt Worktree, a, b string) (string, error)
 	IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error)
 	CommitMessage(ctx context.Context, wt Worktree, sha string) (subject, body string, err error)
-	Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, workflows bool) error
+	Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, forbidWorkflows string) error
 	Push(ctx context.Context, wt Worktree, target string) error
 	DropRefs(ctx context.Context, wt Worktree) error
 }

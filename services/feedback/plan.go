@@ -28,6 +28,15 @@ type limits struct {
 	AgentAttempts int
 	AgentBudget   time.Duration
 	AgentBackoff  time.Duration
+	// AgentTimeout bounds one agent run (the base policy's agent.timeout,
+	// at most PRLOOP_AGENT_TIMEOUT; 0: the agent's own bound).
+	AgentTimeout time.Duration
+	// BudgetSetting names where AgentBudget was set, and ForbidWorkflows
+	// the setting that forbids the agent's changes under .github/workflows
+	// ("" allows them): the escalation and refusal messages name them, so
+	// that a person knows which setting to change.
+	BudgetSetting   string
+	ForbidWorkflows string
 	// Rerun is PRLOOP_RERUN_FAILED_CHECKS; MaxCIFixCycles
 	// PRLOOP_MAX_CI_FIX_CYCLES (0: checks fixes count against
 	// MaxFixCycles).
@@ -215,7 +224,8 @@ type step struct {
 	kind stepKind
 	// wait comes before the step: the backoff after a failed run.
 	wait time.Duration
-	// timeout bounds the run: what is left of the budget (0: no bound).
+	// timeout bounds the run: what is left of the budget, or the policy's
+	// agent timeout if shorter (0: no bound but the agent's own).
 	timeout time.Duration
 }
 
@@ -234,6 +244,9 @@ func next(rec Record, lim limits) step {
 		return s
 	}
 	s.timeout = max(0, left)
+	if lim.AgentTimeout > 0 && (s.timeout == 0 || lim.AgentTimeout < s.timeout) {
+		s.timeout = lim.AgentTimeout
+	}
 	return s
 }
 

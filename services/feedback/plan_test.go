@@ -230,6 +230,10 @@ func TestPlan_NextAgentStep(t *testing.T) {
 	t.Parallel()
 	unbounded := planLim
 	unbounded.AgentBudget = 0
+	shortRuns := planLim
+	shortRuns.AgentTimeout = 5 * time.Minute
+	shortUnbounded := shortRuns
+	shortUnbounded.AgentBudget = 0
 	tests := []struct {
 		name string
 		rec  Record
@@ -243,6 +247,9 @@ func TestPlan_NextAgentStep(t *testing.T) {
 		{name: "budget spent, after the backoff", rec: Record{Runs: 1, AgentSpent: time.Hour}, lim: planLim, want: step{kind: stepBudgetSpent, wait: time.Second}},
 		{name: "budget spent on earlier requests", rec: Record{AgentSpent: 2 * time.Hour}, lim: planLim, want: step{kind: stepBudgetSpent}},
 		{name: "no budget: no bound", rec: Record{AgentSpent: 100 * time.Hour}, lim: unbounded, want: step{kind: stepRun}},
+		{name: "the policy's agent timeout, shorter than the budget left", rec: Record{AgentSpent: 20 * time.Minute}, lim: shortRuns, want: step{kind: stepRun, timeout: 5 * time.Minute}},
+		{name: "the budget left, shorter than the policy's agent timeout", rec: Record{AgentSpent: 58 * time.Minute}, lim: shortRuns, want: step{kind: stepRun, timeout: 2 * time.Minute}},
+		{name: "no budget: the policy's agent timeout", rec: Record{AgentSpent: 100 * time.Hour}, lim: shortUnbounded, want: step{kind: stepRun, timeout: 5 * time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

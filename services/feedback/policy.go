@@ -26,9 +26,17 @@ func (a *attempt) policyOf(ctx context.Context) (policy.Effective, error) {
 	return e, err
 }
 
-// limitsUnder are the service's limits with the fix cycles of e.
+// limitsUnder are the service's limits under e: its fix cycles, and the
+// agent's timeout, budget and workflow rule (the file's, cut to the
+// operator's ceilings by policy.Resolve).
 func (s *Service) limitsUnder(e policy.Effective) limits {
 	lim := s.limits()
 	lim.MaxFixCycles = e.MaxFixCycles.V
+	lim.AgentTimeout, lim.AgentBudget = e.AgentTimeout.V, e.AgentBudget.V
+	lim.BudgetSetting = e.AgentBudget.Named("agent.budget", "PRLOOP_AGENT_BUDGET")
+	lim.ForbidWorkflows = ""
+	if !e.AgentMayEditWorkflows.V {
+		lim.ForbidWorkflows = e.AgentMayEditWorkflows.Named("agent.may_edit_workflows", "PRLOOP_AGENT_MAY_EDIT_WORKFLOWS")
+	}
 	return lim
 }

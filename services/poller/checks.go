@@ -205,13 +205,13 @@ func checksFailed(next *state.PR, facts *CheckFacts, fr *events.FeedbackReceived
 	}, Parts: []string{ghref.EventSHA(next.HeadSHA), strconv.Itoa(rec.Round), key}}}
 }
 
-// readChecks reads head's checks and judges them, or returns nil when
-// there is nothing to judge: PRLOOP_FIX_CHECKS=none, a client that cannot
+// readChecks reads head's checks and judges them under mode (the base
+// policy's feedback.fix_checks, PRLOOP_FIX_CHECKS without one), or returns
+// nil when there is nothing to judge: mode none, a client that cannot
 // read checks, an approved PR, or a head being worked on. A failed read is
 // logged and judged another time: checks never hold the review loop up.
-func (s *Service) readChecks(ctx context.Context, cur state.PR, pr ghref.PR, head, base string, status events.Status, log *slog.Logger) *CheckFacts {
+func (s *Service) readChecks(ctx context.Context, cur state.PR, pr ghref.PR, head, base string, status events.Status, mode string, log *slog.Logger) *CheckFacts {
 	c, ok := s.d.GitHub.(checksGitHub)
-	mode := s.cfg.fixChecks()
 	if !ok || mode == FixNone || head == "" || status == events.StatusApproved || (cur.FeedbackHeadSHA != "" && cur.FeedbackHeadSHA == head) {
 		return nil
 	}

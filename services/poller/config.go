@@ -88,6 +88,12 @@ type Config struct {
 	// MaxFixCycles is the feedback service's PRLOOP_MAX_FIX_CYCLES (same
 	// default), read here only for the status line's "cycle 1 of 2".
 	MaxFixCycles int `envconfig:"PRLOOP_MAX_FIX_CYCLES" default:"2" desc:"fixes prloop may push per PR; the next change request escalates max_fix_cycles"`
+	// QueueMode and QueueDepth are the merger's PRLOOP_QUEUE_MODE and
+	// PRLOOP_QUEUE_DEPTH (same defaults), read here only to warn on the
+	// status line when a repository's .github/prloop.yml asks for another
+	// merge queue: the queue is the operator's.
+	QueueMode  string `envconfig:"PRLOOP_QUEUE_MODE" default:"serial" desc:"serial: one PR per base at a time; speculative: test up to PRLOOP_QUEUE_DEPTH queued PRs together"`
+	QueueDepth int    `envconfig:"PRLOOP_QUEUE_DEPTH" default:"4" desc:"(speculative) how many PRs of a queue ride in candidates at once, 1 to 16"`
 	// FixChecks says which failing checks go to the feedback service
 	// (PRChecksFailed): required (the base's required checks, all when
 	// none are known), all, or none.
@@ -97,8 +103,8 @@ type Config struct {
 	RequiredChecks []string `envconfig:"PRLOOP_REQUIRED_CHECKS" desc:"checks every merge needs besides those the base branch's rules require (comma-separated)"`
 }
 
-// fixChecks is PRLOOP_FIX_CHECKS, lower case; empty means required.
-func (c Config) fixChecks() string {
+// FixChecksMode is PRLOOP_FIX_CHECKS, lower case; empty means required.
+func (c Config) FixChecksMode() string {
 	if m := strings.ToLower(strings.TrimSpace(c.FixChecks)); m != "" {
 		return m
 	}
@@ -204,7 +210,7 @@ func (c Config) Validate() error {
 	if c.PostStatus && strings.TrimSpace(c.StatusContext) == "" {
 		errs = append(errs, errors.New("PRLOOP_STATUS_CONTEXT is empty: want a status context such as prloop"))
 	}
-	if m := c.fixChecks(); m != FixRequired && m != FixAll && m != FixNone {
+	if m := c.FixChecksMode(); m != FixRequired && m != FixAll && m != FixNone {
 		errs = append(errs, fmt.Errorf("PRLOOP_FIX_CHECKS=%s: want required, all or none", c.FixChecks))
 	}
 	if c.StatusCoalesce < 0 {

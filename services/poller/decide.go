@@ -48,6 +48,10 @@ type Observation struct {
 	// PolicyWarning says what of the policy file the operator's ceilings
 	// cut; the review statuses carry it to the status line.
 	PolicyWarning string
+	// MaxFixCycles is the PR's fix limit when the base's policy file sets
+	// it (nil: the operator's); the review statuses carry it to the
+	// status line.
+	MaxFixCycles *int
 }
 
 // Timing holds the policy knobs decide needs.
@@ -150,7 +154,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 	}
 
 	out := resumed(cur, next)
-	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title, PolicyWarning: obs.PolicyWarning}
+	base := events.Base{PR: next.PR, HeadSHA: next.HeadSHA, Title: obs.Title, PolicyWarning: obs.PolicyWarning, MaxFixCycles: obs.MaxFixCycles}
 	status := v.Status
 	if obs.Hold != "" {
 		status = events.StatusPending // the policy holds the verdict back: policyHold

@@ -16,6 +16,7 @@ import (
 func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reader {
 	op := policy.FromReview(cfg.PolicyConfig)
 	op.ReviewTimeout, op.MaxFixCycles, op.EscalationLabel = cfg.ReviewTimeout, cfg.MaxFixCycles, cfg.EscalationLabel
+	op.QueueMode, op.QueueDepth, op.FixChecks = cfg.QueueMode, cfg.QueueDepth, cfg.FixChecksMode()
 	return policy.NewReader(op, cfg.Settings, g, auth)
 }
 
@@ -72,6 +73,16 @@ func (j judgement) policyHold(v review.Verdict, self string) string {
 		return policy.NeedsHuman
 	}
 	return ""
+}
+
+// maxFixCycles is the PR's fix limit when the base's file sets it (or a
+// ceiling cut what it set), for the status line; nil leaves the
+// operator's PRLOOP_MAX_FIX_CYCLES, which the line knows already.
+func (j judgement) maxFixCycles() *int {
+	if j.eff.MaxFixCycles.From == policy.FromOperator {
+		return nil
+	}
+	return &j.eff.MaxFixCycles.V
 }
 
 // recheck has a PR held by an invalid file evaluated again every poll

@@ -383,9 +383,9 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	obs := Observation{
 		HeadSHA: head, Anchor: anchor, Base: p.base, BaseSince: since, Author: author, URL: p.url, Title: events.CleanTitle(p.title),
 		Verdict: verdict, Fingerprint: "", Labels: p.labels, Updated: p.updated, Now: now,
-		Hold: j.policyHold(verdict, s.policy.Self), PolicyWarning: j.eff.CeilingNote(),
+		Hold: j.policyHold(verdict, s.policy.Self), PolicyWarning: j.eff.CeilingNote(), MaxFixCycles: j.maxFixCycles(),
 	}
-	obs.Checks = s.readChecks(ctx, cur, pr, head, p.base, verdict.Status, log)
+	obs.Checks = s.readChecks(ctx, cur, pr, head, p.base, verdict.Status, j.eff.FixChecks.V, log)
 	if obs.Checks != nil && obs.Checks.Pending {
 		// Checks complete without touching the PR's summary: look again,
 		// every few intervals, since CI takes minutes and every PR with
