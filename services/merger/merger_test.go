@@ -359,7 +359,12 @@ func TestMerger_MergeAnswerLost(t *testing.T) {
 	e := newEnv(t)
 	pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
 	e.sim.InjectFault(ghsim.Fault{Method: "PUT", Path: "/merge$", Kind: ghsim.FaultLostAnswer})
-	client := e.Client(t, func(c *github.Config) { c.RequestTimeout, c.MaxRetries = 100*time.Millisecond, -1 })
+	// The lost answer is held until the client gives up: a short attempt
+	// timeout keeps the test quick. Not too short: every other request of
+	// the merger uses this client too, and under a loaded machine (two CI
+	// runs side by side) 100 ms made ordinary reads time out until the
+	// entry escalated on its failure count.
+	client := e.Client(t, func(c *github.Config) { c.RequestTimeout, c.MaxRetries = time.Second, -1 })
 	e.start(config(func(c *merger.Config) { c.PollInterval = 400 * time.Millisecond }), "replica-1", client)
 	e.approve(pr, head, "1")
 
