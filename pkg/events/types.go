@@ -528,15 +528,22 @@ type MergeFailed struct {
 	// DryRun says this is what prloop would have done (PRLOOP_DRY_RUN); no
 	// escalation was requested.
 	DryRun bool `json:"dry_run,omitempty"`
-	// For reason candidate_failed: the failing checks of the candidate
-	// commit Candidate, built on BaseSHA, the tip of BaseBranch; Epoch and
-	// FixCycle as in PRConflictResolveRequested (the fix is a fix cycle).
-	Checks     []FailedCheck `json:"checks,omitempty"`
-	Candidate  string        `json:"candidate,omitempty"`
-	BaseBranch string        `json:"base,omitempty"`
-	BaseSHA    string        `json:"base_sha,omitempty"`
-	Epoch      int           `json:"epoch,omitempty"`
-	FixCycle   int           `json:"fix_cycle,omitempty"`
+	// Checks are, for reason candidate_failed, the failing checks of the
+	// candidate, which the feedback service hands to the agent.
+	Checks []FailedCheck `json:"checks,omitempty"`
+	// Candidate is, for candidate_failed, the candidate commit that failed.
+	Candidate string `json:"candidate,omitempty"`
+	// BaseBranch and BaseSHA are, for candidate_failed, the base branch
+	// and its tip when the PR was removed.
+	BaseBranch string `json:"base,omitempty"`
+	BaseSHA    string `json:"base_sha,omitempty"`
+	// Epoch is, for candidate_failed, the PR's escalation epoch, carried
+	// on to an escalation.
+	Epoch int `json:"epoch,omitempty"`
+	// FixCycle is, for candidate_failed, the fixes prloop pushed to the PR
+	// before, as the approval said: the agent's fix is the next, bounded
+	// like every CI fix.
+	FixCycle int `json:"fix_cycle,omitempty"`
 }
 
 // Closed says the PR was closed, or merged outside prloop; watching stops.
