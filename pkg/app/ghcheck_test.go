@@ -17,8 +17,9 @@ import (
 func TestJudgeAccess(t *testing.T) {
 	t.Parallel()
 	all := github.AllFeatures()
-	full := map[string]string{"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "write", "statuses": "read", "checks": "write"}
-	noChecks := map[string]string{"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "write", "statuses": "read", "checks": "read"}
+	full := map[string]string{"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "write", "statuses": "read", "checks": "write", "actions": "write"}
+	noChecks := map[string]string{"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "write", "statuses": "read", "checks": "read", "actions": "write"}
+	noRerun := map[string]string{"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "write", "statuses": "read", "checks": "write", "actions": "read"}
 	tests := []struct {
 		name               string
 		access             github.Access
@@ -35,7 +36,9 @@ func TestJudgeAccess(t *testing.T) {
 		{name: "App with what prloop needs", access: github.Access{App: true, Permissions: full}, features: all},
 		{name: "App without checks write: a warning naming the setting", access: github.Access{App: true, Permissions: noChecks}, features: all,
 			warnings: []string{"the GitHub App installation lacks the permission checks: write (post its status (PRLOOP_POST_STATUS)): grant it, or set PRLOOP_POST_STATUS=false"}},
-		{name: "App with read-only contents", access: github.Access{App: true, Permissions: map[string]string{"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "read", "statuses": "read", "checks": "write"}}, features: all,
+		{name: "App without actions write: re-runs are a warning", access: github.Access{App: true, Permissions: noRerun}, features: all,
+			warnings: []string{"the GitHub App installation lacks the permission actions: write (hand failing checks to the agent): grant it, or set PRLOOP_RERUN_FAILED_CHECKS=false"}},
+		{name: "App with read-only contents", access: github.Access{App: true, Permissions: map[string]string{"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "read", "statuses": "read", "checks": "write", "actions": "write"}}, features: all,
 			problems: []string{"the GitHub App installation lacks the permissions contents: write (push fixes and open PRs, merge): grant them in the App's settings (Permissions & events), then accept them for the installation"}},
 		{name: "the escalator needs no contents write", access: github.Access{App: true, Permissions: map[string]string{"metadata": "read", "pull_requests": "read", "issues": "write", "contents": "read", "statuses": "read", "checks": "read"}},
 			features: github.FeaturesOf("escalator")},

@@ -99,7 +99,7 @@
 //	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base, mode, ahead                  |
 //	| PRMergeWaiting        | merger                   | first in its queue, waits for these checks on head_sha        | base, checks                                 |
 //	| PRMerged              | merger                   | merged by prloop                                              | merge_sha, merge_method, dry_run             |
-//	| PRMergeFailed         | merger                   | not merged: not queued, or left the queue without a merge     | reason, detail, dry_run                      |
+//	| PRMergeFailed         | merger                   | not merged: not queued, or left the queue without a merge     | reason, detail, dry_run, checks, candidate, … |
 //	| PRClosed              | poller                   | closed or merged outside prloop; watching stops               | merged, actor                                |
 //	| PREscalationRequested | poller, feedback, merger | a human is needed                                             | reason, severity, fix_cycle, detail, epoch, …|
 //	| PREscalated           | escalator                | the human was called (label, comment, webhook)                | reason, severity, actions, epoch             |
@@ -173,10 +173,19 @@
 // or the head moved) or PREscalationRequested with reason checks_failed.
 // A PR approved or queued for merging is left to the merger.
 //
+// A PR the speculative queue removes because its candidate failed while
+// its own head is green leaves with PRMergeFailed, reason
+// candidate_failed, carrying the candidate's failing checks, the
+// candidate commit and the base tip, and no escalation. The feedback
+// service takes it like a PRChecksFailed without a re-run: prloop merges
+// the base into the branch, the agent fixes on top, and the poller holds
+// the next head back until the feedback service answers.
+//
 // Reasons are fixed codes: review_timeout, max_fix_cycles, feedback_failed,
 // agent_budget_exhausted (the PR's agent wall time, PRLOOP_AGENT_BUDGET, is spent),
 // review_workflow_failed, checks_failed, merge_conflict, not_mergeable,
 // and, on PRMergeFailed only (they need no human, so nothing escalates):
+// candidate_failed (see Failing checks),
 // not_approved (a PRReviewApproved whose approval GitHub does not show; the
 // PR is not queued), approval_withdrawn (the approval of a queued PR no
 // longer stands; a fresh PRReviewApproved queues it again),

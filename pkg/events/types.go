@@ -118,6 +118,14 @@ const (
 	// to the base between the check and the merge, or GitHub merged
 	// differently. The change landed, untested as a whole.
 	ReasonUntestedMerge Reason = "untested_merge"
+	// ReasonCandidateFailed says the speculative queue removed a PR whose
+	// own head is green because its candidate (the PR on top of the
+	// current base and the PRs ahead of it) failed while the one before it
+	// passed: the PR does not pass on the base it would land on.
+	// PRMergeFailed carries the candidate's failing checks, and the
+	// feedback service hands them to the agent (bring the base in, then
+	// fix) instead of a human being asked.
+	ReasonCandidateFailed Reason = "candidate_failed"
 )
 
 // Severity says how urgently a human is needed.
@@ -528,6 +536,22 @@ type MergeFailed struct {
 	// DryRun says this is what prloop would have done (PRLOOP_DRY_RUN); no
 	// escalation was requested.
 	DryRun bool `json:"dry_run,omitempty"`
+	// Checks are, for reason candidate_failed, the failing checks of the
+	// candidate, which the feedback service hands to the agent.
+	Checks []FailedCheck `json:"checks,omitempty"`
+	// Candidate is, for candidate_failed, the candidate commit that failed.
+	Candidate string `json:"candidate,omitempty"`
+	// BaseBranch and BaseSHA are, for candidate_failed, the base branch
+	// and its tip when the PR was removed.
+	BaseBranch string `json:"base,omitempty"`
+	BaseSHA    string `json:"base_sha,omitempty"`
+	// Epoch is, for candidate_failed, the PR's escalation epoch, carried
+	// on to an escalation.
+	Epoch int `json:"epoch,omitempty"`
+	// FixCycle is, for candidate_failed, the fixes prloop pushed to the PR
+	// before, as the approval said: the agent's fix is the next, bounded
+	// like every CI fix.
+	FixCycle int `json:"fix_cycle,omitempty"`
 }
 
 // Closed says the PR was closed, or merged outside prloop; watching stops.

@@ -37,6 +37,11 @@ const (
 	// FeatureEscalate labels and comments on a PR that needs a human
 	// (escalator).
 	FeatureEscalate Feature = "escalate"
+	// FeatureChecks reads a failed GitHub Actions job and the tail of its
+	// log, and re-runs a run's failed jobs once, when failing checks go to
+	// the agent (feedback, docs/ci-failures.md). Without it the prompt
+	// quotes what the check run says, and nothing is re-run.
+	FeatureChecks Feature = "hand failing checks to the agent"
 )
 
 // Need is one permission a feature needs: a fine-grained token's or a
@@ -75,13 +80,15 @@ var Needs = []Need{
 	{Feature: FeatureMerge, Permission: "contents", Level: "write"},
 	{Feature: FeatureMerge, Permission: "pull_requests", Level: "write"},
 	{Feature: FeatureEscalate, Permission: "issues", Level: "write"},
+	{Feature: FeatureChecks, Permission: "actions", Level: "read", Off: "PRLOOP_FIX_CHECKS=none"},
+	{Feature: FeatureChecks, Permission: "actions", Level: "write", Off: "PRLOOP_RERUN_FAILED_CHECKS=false"},
 }
 
 // ServiceFeatures are the features of each service binary (by its name);
 // the all-in-one binary has them all (AllFeatures).
 var ServiceFeatures = map[string][]Feature{
 	"poller":    {FeatureWatch, FeatureStatus},
-	"feedback":  {FeatureWatch, FeatureFix},
+	"feedback":  {FeatureWatch, FeatureFix, FeatureChecks},
 	"merger":    {FeatureWatch, FeatureMerge},
 	"escalator": {FeatureWatch, FeatureEscalate},
 }

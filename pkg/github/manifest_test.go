@@ -22,7 +22,9 @@ func TestAppPermissions(t *testing.T) {
 		want     map[string]string
 	}{
 		{name: "every feature", features: github.AllFeatures(), want: map[string]string{
-			"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "write", "statuses": "read", "checks": "write"}},
+			"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "write", "statuses": "read", "checks": "write", "actions": "write"}},
+		{name: "the feedback service", features: github.FeaturesOf("feedback"), want: map[string]string{
+			"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "write", "statuses": "read", "checks": "read", "actions": "write"}},
 		{name: "the poller", features: github.FeaturesOf("poller"), want: map[string]string{
 			"metadata": "read", "pull_requests": "read", "issues": "read", "contents": "read", "statuses": "read", "checks": "write"}},
 		{name: "the escalator", features: github.FeaturesOf("escalator"), want: map[string]string{

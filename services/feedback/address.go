@@ -259,7 +259,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 
 	resuming := act.kind == actResume
 	err = a.setup(ctx, resuming)
-	if err == nil && req.Conflict != nil {
+	if err == nil && req.baseBranch() != "" {
 		err = a.conflictBase(ctx)
 	}
 	if classify(nil, err).permanent() {
@@ -395,6 +395,12 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 				msg = fmt.Sprintf("fix failing checks on #%d", a.req.PR.Number)
 			}
 			var exclude []string
+			if a.req.candidate() != nil {
+				// prloop's merge of the base is the agent's starting point;
+				// the base tip is in the mirror already.
+				msg = fmt.Sprintf("fix failing checks on #%d on top of %s", a.req.PR.Number, SanitizeLine(a.req.baseBranch()))
+				exclude = []string{a.rec.ConflictBase}
+			}
 			if a.req.Conflict != nil {
 				// The merge's other parent is in the mirror already.
 				msg = fmt.Sprintf("merge %s into #%d, resolving conflicts", SanitizeLine(a.req.Conflict.BaseBranch), a.req.PR.Number)
@@ -506,7 +512,7 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 	}
 	if req.Checks != nil && !req.Checks.ChangesRequested {
 		// Failing checks alone: no review feedback to gather.
-		return a.render(PromptData{Checks: checks})
+		return a.render(PromptData{Checks: checks, Candidate: a.promptCandidate()})
 	}
 	at := anchor(req, a.prev)
 	if at.IsZero() {
@@ -651,6 +657,10 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 		// Exactly one merge commit, checked strictly: Inspect would count
 		// the base's commits and workflows as the agent's.
 		err = a.checkConflictResult(ctx, target)
+	} else if a.req.candidate() != nil {
+		// prloop's merge of the base is where the agent started: only what
+		// comes after it is the agent's.
+		err = a.checkFromBaseMerge(ctx, target)
 	} else {
 		err = a.git.Inspect(ctx, a.wt, remote, target, a.s.cfg.AgentMaxCommits, a.lim.ForbidWorkflows)
 	}

@@ -49,6 +49,59 @@ type ChecksFailure struct {
 	// ChangesRequested says a reviewer's change request stands on the
 	// head too: the prompt carries both.
 	ChangesRequested bool
+	// Candidate is set when the checks failed on the speculative queue's
+	// candidate, not on the head (PRMergeFailed, candidate_failed).
+	Candidate *CandidateFailure
+}
+
+// CandidateFailure is the candidate a PR failed on while its own head is
+// green: the commit the checks ran on, and the base branch with the tip
+// the candidate was built on. prloop brings the base in (its tip now) and
+// the agent fixes on top.
+type CandidateFailure struct {
+	SHA, BaseBranch, BaseSHA string
+}
+
+// candidateRequestOf reads a candidate's failure from the merger's
+// PRMergeFailed (reason candidate_failed): a failing-checks request with
+// no re-run (the PR left the queue; its fix runs CI again), bounded like
+// every CI fix.
+func candidateRequestOf(d *events.MergeFailed, eventID string) Request {
+	return Request{
+		PR: d.PR, HeadSHA: d.HeadSHA, FixCycle: d.FixCycle, EventID: eventID, Epoch: d.Epoch,
+		Checks:       &ChecksFailure{Candidate: &CandidateFailure{SHA: d.Candidate, BaseBranch: d.BaseBranch, BaseSHA: d.BaseSHA}},
+		FailedChecks: d.Checks,
+	}
+}
+
+// checkedSHA is the commit the failing checks ran on: the candidate's,
+// or the head's.
+func (r Request) checkedSHA() string {
+	if r.Checks != nil && r.Checks.Candidate != nil {
+		return r.Checks.Candidate.SHA
+	}
+	return r.HeadSHA
+}
+
+// candidate is the candidate the request's checks failed on (nil when
+// they failed on the head).
+func (r Request) candidate() *CandidateFailure {
+	if r.Checks == nil {
+		return nil
+	}
+	return r.Checks.Candidate
+}
+
+// baseBranch is the base branch prloop merges into the head before the
+// agent runs: a conflict's, or a failed candidate's ("" for none).
+func (r Request) baseBranch() string {
+	switch {
+	case r.Conflict != nil:
+		return r.Conflict.BaseBranch
+	case r.candidate() != nil:
+		return r.candidate().BaseBranch
+	}
+	return ""
 }
 
 // checksRequestOf reads a failing-checks request from its event.
@@ -213,7 +266,7 @@ func (a *attempt) gatherChecks(ctx context.Context) ([]PromptCheck, error) {
 	clean := func(s string, n int) string { return Truncate(cleanCheckText(s, tok), n) }
 	var runs map[int64]*gh.CheckRun
 	if slices.ContainsFunc(a.req.FailedChecks, func(f events.FailedCheck) bool { return f.Kind == events.CheckKindRun }) {
-		list, err := c.ListCheckRuns(ctx, repo, a.req.HeadSHA)
+		list, err := c.ListCheckRuns(ctx, repo, a.req.checkedSHA())
 		if err != nil {
 			return nil, err
 		}
@@ -324,4 +377,30 @@ func checksExcerpt(checks []PromptCheck) string {
 		}
 	}
 	return b.String()
+}
+
+// promptCandidate is what the prompt says of a failed candidate (nil for
+// checks that failed on the head).
+func (a *attempt) promptCandidate() *PromptCandidate {
+	c := a.req.candidate()
+	if c == nil {
+		return nil
+	}
+	return &PromptCandidate{SHA: c.SHA, BaseBranch: SanitizeLine(c.BaseBranch), BaseSHA: a.rec.ConflictBase}
+}
+
+// checkFromBaseMerge checks the agent's fix of a failed candidate: it
+// must build on prloop's merge of the base into the head, and what it
+// adds after that merge passes Inspect like any fix.
+func (a *attempt) checkFromBaseMerge(ctx context.Context, target string) error {
+	m := a.rec.BaseMerge
+	if m == "" {
+		return fmt.Errorf("%w: no merge of the base recorded for %s", ErrRefused, a.req.PR)
+	}
+	if ok, err := a.git.IsAncestor(ctx, a.wt, m, target); err != nil {
+		return err
+	} else if !ok {
+		return fmt.Errorf("%w: %s does not build on prloop's merge of the base %s", ErrRewritten, ghref.EventSHA(target), ghref.EventSHA(m))
+	}
+	return a.git.Inspect(ctx, a.wt, m, target, a.s.cfg.AgentMaxCommits, a.lim.ForbidWorkflows)
 }

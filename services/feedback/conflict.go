@@ -164,6 +164,8 @@ type conflictGit interface {
 	StartMerge(ctx context.Context, wt Worktree, base string) error
 	Messages(ctx context.Context, wt Worktree, from, to string, n int) ([]string, int, error)
 	Resolution(ctx context.Context, wt Worktree, head, base, target string) (resolution, error)
+	CommitAll(ctx context.Context, wt Worktree, message string) error
+	Head(ctx context.Context, wt Worktree) (string, error)
 }
 
 var _ conflictGit = (*realGit)(nil)
@@ -187,16 +189,17 @@ func (a *attempt) failReason() events.Reason {
 }
 
 // conflictBase brings the base branch into the mirror and fixes the base
-// tip the attempt merges: the one recorded by an interrupted attempt, or
-// the branch's tip now (it may be newer than the merger's: the conflict
-// that matters is with the base as it is).
+// tip the attempt merges (a conflict's, or a failed candidate's base): the
+// one recorded by an interrupted attempt, or the branch's tip now (it may
+// be newer than the merger's: what matters is the base as it is).
 func (a *attempt) conflictBase(ctx context.Context) error {
 	g, err := a.conflictGit()
 	if err != nil {
 		return err
 	}
-	if got := a.pull.GetBase().GetRef(); got != a.req.Conflict.BaseBranch {
-		return fmt.Errorf("%w: %s's base is %q now, not %q", ErrUnusable, a.req.PR, got, a.req.Conflict.BaseBranch)
+	branch := a.req.baseBranch()
+	if got := a.pull.GetBase().GetRef(); got != branch {
+		return fmt.Errorf("%w: %s's base is %q now, not %q", ErrUnusable, a.req.PR, got, branch)
 	}
 	wt := a.wt
 	if u := a.pull.GetBase().GetRepo().GetCloneURL(); u != "" {
@@ -205,7 +208,7 @@ func (a *attempt) conflictBase(ctx context.Context) error {
 	if err := checkRemote(wt.Remote); err != nil {
 		return err
 	}
-	tip, err := g.SyncBase(ctx, wt, a.req.Conflict.BaseBranch)
+	tip, err := g.SyncBase(ctx, wt, branch)
 	if err != nil {
 		return err
 	}
@@ -270,6 +273,9 @@ type conflictPromptData struct {
 // conflict markers and all (a reset first discards an earlier run's
 // work); for a change request, as it is.
 func (a *attempt) prepareRun(ctx context.Context) error {
+	if a.req.candidate() != nil {
+		return a.mergeBase(ctx)
+	}
 	if a.req.Conflict == nil {
 		return nil
 	}
@@ -281,6 +287,40 @@ func (a *attempt) prepareRun(ctx context.Context) error {
 		return err
 	}
 	return g.StartMerge(ctx, a.wt, a.rec.ConflictBase)
+}
+
+// mergeBase puts the worktree at prloop's merge of the base tip into the
+// head, for a fix of a failed candidate: the agent starts on top of the
+// current base, and what it adds is checked from that merge. A base that
+// conflicts with the head is not for the agent to fix here.
+func (a *attempt) mergeBase(ctx context.Context) error {
+	g, err := a.conflictGit()
+	if err != nil {
+		return err
+	}
+	if err := a.git.Reset(ctx, a.wt, a.req.HeadSHA); err != nil {
+		return err
+	}
+	base := a.rec.ConflictBase
+	files, err := g.Conflicts(ctx, a.wt, a.req.HeadSHA, base)
+	if err != nil {
+		return err
+	}
+	if len(files) > 0 {
+		return fmt.Errorf("%w: %s conflicts with %s at %s in %s", ErrUnusable, a.req.PR,
+			SanitizeLine(a.req.baseBranch()), ghref.ShortSHA(base), strings.Join(bounded(files), ", "))
+	}
+	if err := g.StartMerge(ctx, a.wt, base); err != nil {
+		return err
+	}
+	if err := g.CommitAll(ctx, a.wt, fmt.Sprintf("merge %s into #%d", SanitizeLine(a.req.baseBranch()), a.req.PR.Number)); err != nil {
+		return err
+	}
+	if a.rec.BaseMerge, err = g.Head(ctx, a.wt); err != nil {
+		return err
+	}
+	a.log.Info("merged the base into the head before the agent runs", "base_sha", ghref.EventSHA(base), "merge", ghref.EventSHA(a.rec.BaseMerge))
+	return nil
 }
 
 // checkConflictResult checks, in the mirror, the agent's resolution

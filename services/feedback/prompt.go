@@ -79,6 +79,16 @@ type PromptData struct {
 	// Checks are the failing checks to make pass (checks.go), quoted by
 	// the template "checks".
 	Checks []PromptCheck
+	// Candidate is set when the checks failed on the speculative queue's
+	// candidate (the PR on top of the base), not on the head: prloop
+	// merged the base into the worktree first.
+	Candidate *PromptCandidate
+}
+
+// PromptCandidate is the candidate the checks failed on, and the base tip
+// prloop merged into the worktree.
+type PromptCandidate struct {
+	SHA, BaseBranch, BaseSHA string
 }
 
 // ContextFile is one spec or plan file.

@@ -123,6 +123,9 @@ func (r Request) Key() string {
 	if r.Checks != nil {
 		k += "+checks#" + strconv.Itoa(r.Checks.Round)
 	}
+	if c := r.candidate(); c != nil {
+		k += "+candidate@" + c.SHA
+	}
 	return k
 }
 
@@ -173,8 +176,12 @@ type Record struct {
 	// ConflictBase is the base tip a conflict resolution merges into the
 	// head, fixed when the attempt first reads it, so that a resume checks
 	// the agent's merge against the base it was given.
-	ConflictBase string    `json:"conflict_base,omitempty"`
-	PushedAt     time.Time `json:"pushed_at,omitempty"`
+	ConflictBase string `json:"conflict_base,omitempty"`
+	// BaseMerge is prloop's merge of ConflictBase into the head, made
+	// before a run on a failed candidate: the agent's work starts there,
+	// and is checked from there (the base's commits are not the agent's).
+	BaseMerge string    `json:"base_merge,omitempty"`
+	PushedAt  time.Time `json:"pushed_at,omitempty"`
 	// Audience is whom the note about the fix is for, decided from the
 	// feedback gathered for the agent (see notify.go).
 	Audience *Audience `json:"audience,omitempty"`

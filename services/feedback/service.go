@@ -59,7 +59,10 @@ const Name = "feedback"
 // (open.go): it owns the mirror and the pushing. PRConflictResolveRequested
 // asks it to have the agent resolve a conflict with the base (conflict.go).
 // PRChecksFailed asks it to re-run or fix failing checks (checks.go).
-var Types = []events.Type{events.TypeCreateRequested, events.TypeFeedbackReceived, events.TypeConflictResolveRequested, events.TypeChecksFailed}
+// PRMergeFailed with reason candidate_failed hands it a candidate's
+// failure: the agent makes the PR pass on the current base (checks.go);
+// every other PRMergeFailed is ignored.
+var Types = []events.Type{events.TypeCreateRequested, events.TypeFeedbackReceived, events.TypeConflictResolveRequested, events.TypeChecksFailed, events.TypeMergeFailed}
 
 // GitHub is the part of the GitHub client the service uses.
 type GitHub interface {
@@ -285,6 +288,12 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 		return err
 	case *events.ChecksFailed:
 		_, err := s.Address(ctx, checksRequestOf(d, m.Event.ID()))
+		return err
+	case *events.MergeFailed:
+		if d.Reason != events.ReasonCandidateFailed || d.DryRun {
+			return nil
+		}
+		_, err := s.Address(ctx, candidateRequestOf(d, m.Event.ID()))
 		return err
 	case *events.CreateRequested:
 		return s.handleOpen(ctx, d)

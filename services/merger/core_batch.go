@@ -8,6 +8,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
 )
 
 // The speculative queue's pure core: which PRs ride in candidates, how the
@@ -371,4 +372,52 @@ func candidateEvent(c Candidate, state, base, baseSHA string, chain []Candidate,
 		Base: events.Base{PR: c.PR, HeadSHA: c.Head}, BaseBranch: base, State: state, Candidate: c.SHA, Tree: c.Tree,
 		Branch: c.Branch, BaseSHA: baseSHA, Position: pos, Ahead: ahead, Detail: detail,
 	}, Parts: []string{state, c.SHA}}
+}
+
+// removed is the transition of the speculative queue's PR e that leaves
+// because its candidate c failed while the one before it passed
+// (decideBatch's Remove): cand is what reported on c, own what reported
+// on the PR's own head, why decideBatch's detail. A PR whose own head is
+// green passes alone and fails on the base it would land on: it leaves
+// without a human (candidate_failed), and its PRMergeFailed carries the
+// candidate's failing checks, the candidate commit and the base tip, for
+// the agent to bring the base in and fix. Otherwise (its own head failed
+// too, or has not finished) a human is asked, checks_failed. It is pure.
+func removed(e Entry, c Candidate, cand, own ChecksInput, baseSHA, why string, pol Policy) Transition {
+	own.Required, own.Seen = cand.Required, e.SeenChecks
+	mine := EvaluateChecks(own)
+	if mine.State != ChecksGreen || len(mine.Reported) == 0 {
+		return fail(e, events.ReasonChecksFailed, why+"; its own head is "+mine.Summary(), pol)
+	}
+	t := drop(e, events.ReasonCandidateFailed, why+"; its own head is green: it does not pass on the current base", pol)
+	mf := t.Events[0].Data.(*events.MergeFailed)
+	mf.Checks, mf.Candidate, mf.BaseBranch, mf.BaseSHA = failures(cand), c.SHA, e.Base, baseSHA
+	mf.Epoch, mf.FixCycle = e.Epoch, e.FixCycle
+	t.Why = "its candidate failed; the coding agent is to make it pass on the current base: " + why
+	return t
+}
+
+// failures names the failed checks among what reported on a commit, as
+// events do: the latest run of each check run name and the statuses,
+// prloop's own excepted, in name order, at most events.MaxFailedChecks.
+func failures(in ChecksInput) []events.FailedCheck {
+	var out []events.FailedCheck
+	if in.Combined != nil {
+		for _, st := range in.Combined.Statuses {
+			if st != nil && st.GetContext() != in.Own && (st.GetState() == "failure" || st.GetState() == "error") {
+				out = append(out, github.FailedStatus(st))
+			}
+		}
+	}
+	for _, r := range latestRuns(in) {
+		switch r.GetConclusion() {
+		case "success", "neutral", "skipped", "":
+		default:
+			if r.GetStatus() == "completed" {
+				out = append(out, github.FailedRun(r))
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b events.FailedCheck) int { return strings.Compare(a.Name+a.Kind, b.Name+b.Kind) })
+	return out[:min(len(out), events.MaxFailedChecks)]
 }

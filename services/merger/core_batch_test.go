@@ -242,3 +242,85 @@ func TestCandidateEvents_SayHowTheChainChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoved_ACandidateFailureGoesToTheAgentWhenTheOwnHeadIsGreen: the
+// PR whose candidate failed (the one before it passed) leaves the
+// speculative queue; with its own head green nobody is called
+// (candidate_failed, the candidate's failure on PRMergeFailed, for the
+// agent), otherwise a human is (checks_failed).
+func TestRemoved_ACandidateFailureGoesToTheAgentWhenTheOwnHeadIsGreen(t *testing.T) {
+	t.Parallel()
+	const cand, tip = "cccccccccccccccccccccccccccccccccccccccc", "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+	candFailed := ChecksInput{Own: "prloop", Required: []string{"test"}, Combined: &gh.CombinedStatus{Statuses: []*gh.RepoStatus{
+		{Context: gh.String("lint"), State: gh.String("error"), TargetURL: gh.String("https://ci/lint"), Description: gh.String("lint broke")},
+		{Context: gh.String("prloop"), State: gh.String("failure")},
+	}}, Runs: []*gh.CheckRun{
+		{ID: gh.Int64(5), Name: gh.String("test"), Status: gh.String("completed"), Conclusion: gh.String("success")},
+		{ID: gh.Int64(9), Name: gh.String("test"), Status: gh.String("completed"), Conclusion: gh.String("failure"),
+			HTMLURL: gh.String("https://gh/runs/9"), App: &gh.App{Slug: gh.String("github-actions")}},
+		{ID: gh.Int64(6), Name: gh.String("build"), Status: gh.String("completed"), Conclusion: gh.String("success")},
+	}}
+	run := func(conclusion string) ChecksInput {
+		in := ChecksInput{Own: "prloop", Runs: []*gh.CheckRun{{ID: gh.Int64(1), Name: gh.String("test"), Status: gh.String("completed"), Conclusion: gh.String(conclusion)}}}
+		if conclusion == "" {
+			in.Runs[0].Status = gh.String("in_progress")
+		}
+		return in
+	}
+	tests := []struct {
+		name   string
+		own    ChecksInput
+		seen   []string
+		dryRun bool
+		leave  string
+		events []string
+		checks []events.FailedCheck
+	}{
+		{
+			name: "own head green: leaves for the agent with the candidate's failure", own: run("success"),
+			leave: metrics.MergeDropped, events: []string{"PRMergeFailed/candidate_failed"},
+			checks: []events.FailedCheck{
+				{Name: "lint", Kind: events.CheckKindStatus, Conclusion: "error", URL: "https://ci/lint", Description: "lint broke"},
+				{Name: "test", Kind: events.CheckKindRun, Conclusion: "failure", URL: "https://gh/runs/9", ID: 9, Actions: true},
+			},
+		},
+		{
+			name: "dry run: says so, nobody acts", own: run("success"), dryRun: true,
+			leave: metrics.MergeDropped, events: []string{"PRMergeFailed/candidate_failed"},
+		},
+		{name: "own head failed too: a human", own: run("failure"), leave: metrics.MergeFailed,
+			events: []string{"PREscalationRequested/checks_failed", "PRMergeFailed/checks_failed"}},
+		{name: "own head pending: a human, as before", own: run(""), leave: metrics.MergeFailed,
+			events: []string{"PREscalationRequested/checks_failed", "PRMergeFailed/checks_failed"}},
+		{name: "nothing reported on the own head: a human", own: ChecksInput{Own: "prloop"}, leave: metrics.MergeFailed,
+			events: []string{"PREscalationRequested/checks_failed", "PRMergeFailed/checks_failed"}},
+		{name: "a check seen on an earlier head has not reported: a human", own: run("success"), seen: []string{"test", "e2e"},
+			leave: metrics.MergeFailed, events: []string{"PREscalationRequested/checks_failed", "PRMergeFailed/checks_failed"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newStepFixture()
+			f.e.Epoch, f.e.FixCycle, f.e.SeenChecks = 2, 1, tt.seen
+			f.pol.DryRun = tt.dryRun
+			c := Candidate{PR: f.e.PR, Head: f.e.Head, SHA: cand, Branch: candidateBranch("main", 7)}
+			got := removed(f.e, c, candFailed, tt.own, tip, "checks failed on candidate ccccccc", f.pol)
+			assert.Equal(t, tt.leave, got.Leave)
+			assert.Equal(t, tt.events, eventsOf(got))
+			mf, _ := got.Events[len(got.Events)-1].Data.(*events.MergeFailed)
+			if !assert.NotNil(t, mf) {
+				return
+			}
+			assert.Contains(t, mf.Detail, "checks failed on candidate ccccccc")
+			assert.Equal(t, tt.dryRun, mf.DryRun)
+			if mf.Reason != events.ReasonCandidateFailed {
+				assert.Empty(t, mf.Checks)
+				return
+			}
+			if tt.checks != nil {
+				assert.Equal(t, tt.checks, mf.Checks)
+			}
+			assert.Equal(t, []any{cand, "main", tip, 2, 1}, []any{mf.Candidate, mf.BaseBranch, mf.BaseSHA, mf.Epoch, mf.FixCycle})
+		})
+	}
+}

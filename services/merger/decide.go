@@ -118,15 +118,7 @@ func EvaluateChecks(in ChecksInput) Checks {
 			c.Failed = append(c.Failed, name)
 		}
 	}
-	latest := map[string]*gh.CheckRun{}
-	for _, r := range in.Runs {
-		if r == nil || (in.Own != "" && r.GetName() == in.Own) {
-			continue
-		}
-		if cur, ok := latest[r.GetName()]; !ok || r.GetID() > cur.GetID() {
-			latest[r.GetName()] = r
-		}
-	}
+	latest := latestRuns(in)
 	for name, r := range latest {
 		reported[name] = true
 		name = "check " + name
@@ -163,6 +155,21 @@ func EvaluateChecks(in ChecksInput) Checks {
 		c.State = ChecksPending
 	}
 	return c
+}
+
+// latestRuns is the latest run of each check run name among in.Runs,
+// prloop's own excepted: a check that ran more than once counts by it.
+func latestRuns(in ChecksInput) map[string]*gh.CheckRun {
+	latest := map[string]*gh.CheckRun{}
+	for _, r := range in.Runs {
+		if r == nil || (in.Own != "" && r.GetName() == in.Own) {
+			continue
+		}
+		if cur, ok := latest[r.GetName()]; !ok || r.GetID() > cur.GetID() {
+			latest[r.GetName()] = r
+		}
+	}
+	return latest
 }
 
 // PRView is what the merger reads of a pull request before acting on it.

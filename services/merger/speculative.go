@@ -288,7 +288,19 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 		// next pass stacks the PRs behind it on the green prefix while
 		// those merges go on.
 		st := riders[d.Fail-1].st
-		return true, s.fail(ctx, st, events.ReasonChecksFailed, d.Why, sp.log.With("pr", st.PR.String()))
+		log := sp.log.With("pr", st.PR.String())
+		if d.Remove == 0 {
+			return true, s.fail(ctx, st, events.ReasonChecksFailed, d.Why, log)
+		}
+		// Its candidate failed: whether its own head is green says
+		// whether the agent or a human is asked.
+		own, err := s.readChecks(ctx, st.PR.RepoRef(), st.Head)
+		if err != nil {
+			return retry(about(st.PR, err))
+		}
+		t := removed(st.Entry, chain[d.Fail-1], d.Judged[d.Fail-1], own, baseSHA, d.Why, pol)
+		log.Warn("leaving the merge queue: its candidate failed", "reason", t.Leave, "why", t.Why)
+		return true, s.saved(s.apply(ctx, &st, nil, t, log))
 	}
 	// The pass went through: every rider's earlier errors are behind it.
 	for i := range riders {

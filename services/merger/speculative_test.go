@@ -183,6 +183,43 @@ func TestSpeculative_FailingPRInTheMiddleIsRemoved(t *testing.T) {
 	e.waitQueueEmpty()
 }
 
+// TestSpeculative_AGreenPRWhoseCandidateFailsLeavesForTheAgent: BROKEN's
+// own head is green, its candidate (a's green candidate plus it) is red:
+// it leaves the queue without a human (candidate_failed), and its
+// PRMergeFailed carries the candidate's failure for the agent.
+func TestSpeculative_AGreenPRWhoseCandidateFailsLeavesForTheAgent(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "BROKEN.txt")
+	for _, h := range heads {
+		require.NoError(t, e.sim.SetStatus(e.repo, h, "ci", "success"))
+	}
+	e.candidateCI(func(_ *events.MergeCandidate, files []string) string {
+		if slices.Contains(files, "BROKEN.txt") {
+			return "failure"
+		}
+		return "success"
+	})
+	e.start(config(speculative), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+
+	failed := e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+	assert.Equal(t, events.ReasonCandidateFailed, failed.Reason)
+	own := e.candidates(prs[1], events.CandidateBuilt)
+	require.NotEmpty(t, own)
+	assert.Equal(t, own[len(own)-1].Candidate, failed.Candidate, "names the failed candidate")
+	assert.Equal(t, failed.BaseSHA, e.git("merge-base", failed.BaseSHA, "main"), "and a tip of the base (the pass's)")
+	assert.Equal(t, "main", failed.BaseBranch)
+	require.Len(t, failed.Checks, 1)
+	assert.Equal(t, events.FailedCheck{Name: "ci", Kind: events.CheckKindStatus, Conclusion: "failure", ID: failed.Checks[0].ID,
+		URL: failed.Checks[0].URL, Description: failed.Checks[0].Description}, failed.Checks[0])
+	e.mergedTree(prs[0])
+	e.waitQueueEmpty()
+	assert.Zero(t, e.rec.Count(prs[1], events.TypeEscalationRequested), "no human is asked")
+}
+
 // TestSpeculative_TheCulpritLeavesFirstAndNothingIsStackedOnIt: with depth
 // 2, a's candidate is green and a+BROKEN's red, so BROKEN broke the build.
 // It leaves at once, before a merges, and c is stacked on a's candidate

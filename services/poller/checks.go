@@ -111,10 +111,7 @@ func judgeChecks(in ChecksInput) CheckFacts {
 			case "pending":
 				c.Pending = true
 			default: // failure, error
-				c.Failed = append(c.Failed, events.FailedCheck{
-					Name: st.GetContext(), Kind: events.CheckKindStatus, Conclusion: st.GetState(),
-					URL: st.GetTargetURL(), ID: st.GetID(), Description: st.GetDescription(),
-				})
+				c.Failed = append(c.Failed, github.FailedStatus(st))
 			}
 		}
 	}
@@ -133,10 +130,7 @@ func judgeChecks(in ChecksInput) CheckFacts {
 		case r.GetStatus() != "completed":
 			c.Pending = true
 		case failedConclusion(r.GetConclusion()):
-			c.Failed = append(c.Failed, events.FailedCheck{
-				Name: r.GetName(), Kind: events.CheckKindRun, Conclusion: r.GetConclusion(),
-				URL: r.GetHTMLURL(), ID: r.GetID(), Actions: r.GetApp().GetSlug() == "github-actions",
-			})
+			c.Failed = append(c.Failed, github.FailedRun(r))
 		}
 	}
 	if in.Mode == FixRequired && len(in.Required) > 0 && reported < len(in.Required) {

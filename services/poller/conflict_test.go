@@ -41,6 +41,18 @@ func TestReduce_ConflictResolution(t *testing.T) {
 			},
 		},
 		{
+			name: "a candidate's failure handed to the agent holds the next head back too", cur: approved, changed: true,
+			event: &events.MergeFailed{Base: b("h1"), Reason: events.ReasonCandidateFailed, Candidate: "c1", BaseBranch: "main", BaseSHA: "m1"},
+			check: func(t *testing.T, n state.PR) {
+				assert.Equal(t, "h1", n.ConflictHeadSHA)
+				assert.True(t, holdsNewHead(n, "h2"), "the fix's head waits for PRFeedbackAddressed")
+			},
+		},
+		{
+			name: "a dry run's candidate failure holds nothing", cur: approved,
+			event: &events.MergeFailed{Base: b("h1"), Reason: events.ReasonCandidateFailed, DryRun: true},
+		},
+		{
 			name: "a closed PR holds nothing", cur: state.PR{PR: pr, HeadSHA: "h1", Closed: true},
 			event: &events.ConflictResolveRequested{Base: b("h1")},
 		},

@@ -35,6 +35,9 @@ import (
 //     or say it did not: a new head is held back meanwhile, as while a
 //     change request is addressed, until PRFeedbackAddressed,
 //     PRFeedbackSkipped or PREscalationRequested ends it.
+//   - PRMergeFailed, candidate_failed: the merger handed the candidate's
+//     failure to the feedback service; the next head is held back as for
+//     PRConflictResolveRequested.
 //   - PRMergeFailed, approval withdrawn, on the approved head: the merger
 //     took the PR out of its queue, so the current status is announced
 //     again on the next look (a 👍 given back meanwhile would otherwise
@@ -87,6 +90,22 @@ func reduce(cur state.PR, d events.Data, at, now time.Time) (state.PR, bool) {
 		// Held like a change request: the resolution's head must not be
 		// announced before the feedback service says it is the resolution.
 		next.FeedbackHeadSHA, next.ConflictHeadSHA = d.HeadSHA, d.HeadSHA
+	case *events.MergeFailed:
+		if d.Reason == events.ReasonCandidateFailed {
+			if cur.Closed || d.HeadSHA == "" || d.DryRun {
+				return cur, false
+			}
+			// The merger handed the candidate's failure to the feedback
+			// service: held like a conflict resolution, which it is a kind
+			// of (the base brought in by prloop, no feedback asked).
+			next.FeedbackHeadSHA, next.ConflictHeadSHA = d.HeadSHA, d.HeadSHA
+			break
+		}
+		if d.Reason != events.ReasonApprovalWithdrawn || cur.Status != events.StatusApproved ||
+			(cur.HeadSHA != d.HeadSHA && cur.MergeUpdatedHeadSHA != d.HeadSHA) {
+			return cur, false
+		}
+		next.Status = ""
 	case *events.Escalated:
 		if d.Epoch != cur.Epoch || cur.Closed {
 			return cur, false // of an epoch a human already resolved
@@ -109,12 +128,6 @@ func reduce(cur state.PR, d events.Data, at, now time.Time) (state.PR, bool) {
 		}
 	case *events.BranchUpdated:
 		next.MergeUpdatedHeadSHA = d.HeadSHA
-	case *events.MergeFailed:
-		if d.Reason != events.ReasonApprovalWithdrawn || cur.Status != events.StatusApproved ||
-			(cur.HeadSHA != d.HeadSHA && cur.MergeUpdatedHeadSHA != d.HeadSHA) {
-			return cur, false
-		}
-		next.Status = ""
 	default:
 		return cur, false
 	}
