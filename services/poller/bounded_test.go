@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/poller"
@@ -70,6 +71,15 @@ func TestPoller_FailedPermissionLookupKeepsApproval(t *testing.T) {
 func TestPoller_ClosedPRsAreForgotten(t *testing.T) {
 	const perHalf, reopenCap = 100, 20
 	e := newEnv(t)
+	// The conditional-request cache is an LRU bounded by bytes (64 MiB by
+	// default), which 200 PRs' responses do not fill: it grew with every
+	// PR of the run, and since the poller reads each head's checks too it
+	// took the second half's growth to the slack's edge under load (8.2
+	// MiB once in CI). A small cache, full from the first half on, keeps
+	// its bounded growth out of a check about what the poller retains.
+	small, err := github.New(t.Context(), github.Config{APIURL: e.srv.URL, Token: tokPrloop, CacheMaxBytes: 256 << 10}, github.Options{Logger: quiet()})
+	require.NoError(t, err)
+	e.client = small
 	cfg := e.config(func(c *poller.Config) {
 		c.Repos = []string{e.repo.String()}
 		c.PollInterval = 10 * time.Millisecond

@@ -162,6 +162,9 @@ func TestReduce(t *testing.T) {
 		{name: "PRMergeQueued", cur: approved, event: &events.MergeQueued{Base: b("h1"), Position: 1}},
 		{name: "PRMergeWaiting", cur: approved, event: &events.MergeWaiting{Base: b("h1"), Checks: []string{"ci"}}},
 		{name: "PRMergeCandidate", cur: approved, event: &events.MergeCandidate{Base: b("h1"), State: events.CandidateBuilt, Candidate: "c1"}},
+		// The feedback service's word to the views that the agent's run
+		// waits for the day's budget: nothing of the poller's changes.
+		{name: "PRAgentWaiting", cur: approved, event: &events.AgentWaiting{Base: b("h1"), State: events.AgentWaitStarted, Reason: events.AgentWaitDailyBudget, FixCycle: 1}},
 		// The poller's own: decide recorded it when it published it.
 		{name: "PRChecksFailed", cur: approved, event: &events.ChecksFailed{Base: b("h1"), Round: 1}},
 		// A conflict handed to the agent holds the next head back like a
