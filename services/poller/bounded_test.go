@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
-	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/poller"
 )
