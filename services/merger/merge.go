@@ -1,6 +1,7 @@
 package merger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -297,6 +298,21 @@ func (s *Service) updateBranch(ctx context.Context, st *stored, p *gh.PullReques
 // came of it.
 func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cmdMerge, log *slog.Logger) Outcome {
 	l := c.Landing
+	// The base's .github/prloop.yml says how to merge and may hold the
+	// merge back (policy.go): an invalid file, or a PR changing the file
+	// without a person's approval, leaves the queue as an approval that no
+	// longer stands. It is read at the tip the tested commit was built on,
+	// before the tip is read for the last time: mayLand lets the merge go
+	// only when that is still the tip, and the policy's requests do not
+	// stand between the last read of the tip and the merge call (GitHub's
+	// merge call does not guard the tip).
+	ms, err := s.mergeSettingsOf(ctx, st.PR, st.Base, cmp.Or(l.BuiltOn, l.Tip), c.Head, l.Approval.Approvers)
+	if err != nil {
+		return Outcome{Kind: transient, Err: err}
+	}
+	if ms.Hold != "" {
+		return Outcome{Kind: withheld, Verdict: landVerdict{Refusal: refusedApproval, Reason: events.ReasonApprovalWithdrawn, Why: ms.Hold}}
+	}
 	if l.Tip == "" {
 		tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
 		if err != nil {
@@ -306,17 +322,6 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 	}
 	if v := mayLand(l); !v.ok() {
 		return Outcome{Kind: withheld, Verdict: v}
-	}
-	// The base's .github/prloop.yml at the tip just read says how to merge
-	// and may hold the merge back (policy.go): an invalid file, or a PR
-	// changing the file without a person's approval, leaves the queue as
-	// an approval that no longer stands.
-	ms, err := s.mergeSettingsOf(ctx, st.PR, st.Base, l.Tip, c.Head, l.Approval.Approvers)
-	if err != nil {
-		return Outcome{Kind: transient, Err: err}
-	}
-	if ms.Hold != "" {
-		return Outcome{Kind: withheld, Verdict: landVerdict{Refusal: refusedApproval, Reason: events.ReasonApprovalWithdrawn, Why: ms.Hold}}
 	}
 	res, err := s.d.GitHub.Merge(ctx, st.PR, github.MergeOptions{
 		Method: ms.Method, SHA: c.Head, Title: commitTitle(p), Message: p.GetBody(),
