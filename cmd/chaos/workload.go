@@ -133,10 +133,18 @@ func (w *world) runWorkload(ctx context.Context) []*lifecycle {
 				return
 			}
 			if l.kind != withdrawn && l.kind != flakyChecks {
-				// Those two set ci themselves, and run it later.
+				// Those two set ci themselves, and run it after drive.
 				go w.runCI(ctx, l, "success")
 			}
 			w.drive(ctx, l)
+			if l.kind == withdrawn || l.kind == flakyChecks {
+				// Whether or not drive got to the end (an await that timed
+				// out on a loaded machine returns early), CI reports: a real
+				// CI always does, and a head left pending holds every PR
+				// queued behind it for PRLOOP_CHECKS_TIMEOUT (seed 41 on a
+				// loaded machine: two such heads, seven PRs stuck behind).
+				go w.runCI(ctx, l, "success")
+			}
 			w.waitTerminal(ctx, l)
 		}()
 	}
@@ -213,7 +221,6 @@ func (w *world) drive(ctx context.Context, l *lifecycle) {
 		pause()
 		w.approve(l)
 		pause()
-		go w.runCI(ctx, l, "success")
 	case conflict:
 		if _, err := w.sim.PushCommit(l.repo, "main", human, map[string]string{"shared.txt": fmt.Sprintf("changed on main against PR %d\n", l.n)}, "Conflicting change"); err != nil {
 			l.note("conflicting push: %v", err)
@@ -226,7 +233,6 @@ func (w *world) drive(ctx context.Context, l *lifecycle) {
 			l.note("ci failure: %v", err)
 		}
 		pause()
-		go w.runCI(ctx, l, "success")
 	case closedByHand:
 		if w.rng.intn(2) == 0 {
 			_, _ = w.sim.AddReaction(l.pr, reviewer, "eyes")
