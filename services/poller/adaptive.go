@@ -31,9 +31,16 @@ import (
 //     (ListSettle), a review timeout is due, or its outbox holds events, or
 //     the poller has no record of it yet.
 //
+//   - it is one PRLOOP_REPOS names (or discovery found) and nothing but
+//     the probe would show a PR opened there: no webhook
+//     (PRLOOP_WEBHOOK_SECRET) and no search for its owner (neither
+//     PRLOOP_WATCH_AUTHORS nor PRLOOP_WATCH_LABEL, or the search off).
+//     Without this a new PR in a repository with no open PR waited for
+//     the idle probe, up to ten minutes (chaos seed 41).
+//
 // Every other repository (none of its PRs watched, or all of them shown by
-// the search) is probed every PRLOOP_IDLE_PROBE_INTERVAL (default 10m),
-// the periodic truth. What happens there meanwhile reaches the poller by
+// the search, and new PRs reach the poller another way) is probed every
+// PRLOOP_IDLE_PROBE_INTERVAL (default 10m), the periodic truth. What happens there meanwhile reaches the poller by
 // the fast paths: a webhook kicks the PR at once, and the search (one
 // query per owner and watched author or label, every interval, within
 // GitHub's 30 searches a minute) shows each watched PR's updated_at,
@@ -59,6 +66,9 @@ type probeFacts struct {
 	// needsProbe: a watched PR needs the probe itself (no record yet, a
 	// recheck or a timeout due, events left in its outbox).
 	needsProbe bool
+	// newPRsUnseen: the poller watches every new PR of the repository and
+	// only the probe would show one (no webhook, no search for it).
+	newPRsUnseen bool
 }
 
 // probeDue decides whether an interval's tick probes a repository: see
@@ -67,7 +77,7 @@ type probeFacts struct {
 // slipping a whole tick.
 func probeDue(f probeFacts, now time.Time, interval time.Duration) bool {
 	switch {
-	case f.idleAt.IsZero(), f.needsProbe, f.uncovered > 0:
+	case f.idleAt.IsZero(), f.needsProbe, f.uncovered > 0, f.newPRsUnseen:
 		return true
 	}
 	return !now.Before(f.idleAt.Add(-interval / 2))
@@ -93,7 +103,7 @@ func (s *Service) facts(rw *repoWatch) probeFacts {
 	now, wall := s.d.Now(), time.Now()
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
-	f := probeFacts{idleAt: rw.idleAt}
+	f := probeFacts{idleAt: rw.idleAt, newPRsUnseen: rw.discover && !s.newPRsArrive()}
 	for n := range rw.prs {
 		memo, known := rw.memo[n]
 		if !known || recheckDue(memo, now) || len(memo.Outbox) > 0 || len(timeout(&memo, now, s.timing)) > 0 {
@@ -104,6 +114,15 @@ func (s *Service) facts(rw *repoWatch) probeFacts {
 		}
 	}
 	return f
+}
+
+// newPRsArrive reports whether a PR opened in a repository the poller
+// discovers reaches it without the probe: through a webhook, or through
+// the search (which runs only when PRLOOP_WATCH_AUTHORS or
+// PRLOOP_WATCH_LABEL narrows what is watched, and covers every
+// discovered repository's owner).
+func (s *Service) newPRsArrive() bool {
+	return s.cfg.WebhookSecret != "" || (s.search != nil && (len(s.cfg.WatchAuthors) > 0 || s.cfg.WatchLabel != ""))
 }
 
 // searchWatch runs the search and remembers what it showed.

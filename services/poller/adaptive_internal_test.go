@@ -31,6 +31,7 @@ func TestProbeDue(t *testing.T) {
 		{name: "quiet, within half an interval of it (jitter)", f: probeFacts{idleAt: now.Add(10 * time.Second)}, want: true},
 		{name: "a watched PR the search did not show", f: probeFacts{idleAt: later, uncovered: 1}, want: true},
 		{name: "a watched PR needs the probe (recheck, timeout, outbox)", f: probeFacts{idleAt: later, needsProbe: true}, want: true},
+		{name: "quiet, but only the probe would show a new PR (no webhook, no search)", f: probeFacts{idleAt: later, newPRsUnseen: true}, want: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

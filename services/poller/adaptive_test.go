@@ -65,7 +65,8 @@ const quietIntervals = 20
 // repositories, the one whose open PRs are all outside
 // PRLOOP_WATCH_AUTHORS is probed once, then only every
 // PRLOOP_IDLE_PROBE_INTERVAL; the one with a watched PR (the search off)
-// is probed every interval.
+// is probed every interval. A webhook is configured: it is what shows a
+// PR opened in the quiet one.
 func TestPoller_RepositoryWithoutWatchedPRsIsProbedRarely(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -77,6 +78,7 @@ func TestPoller_RepositoryWithoutWatchedPRsIsProbedRarely(t *testing.T) {
 		c.Repos = []string{e.repo.String(), still.String()}
 		c.WatchAuthors = []string{"agent"}
 		c.IdleProbeInterval = time.Hour
+		c.WebhookSecret = "hook-secret"
 	}))
 	e.rec.Wait(t, e.pr, events.TypeReviewPending, waitFor)
 	require.Eventually(t, func() bool { return c.of(still) >= 1 }, waitFor, 10*time.Millisecond, "probed at start")
@@ -140,6 +142,7 @@ func TestPoller_WebhookReachesARarelyProbedRepository(t *testing.T) {
 		c.Repos = []string{e.repo.String(), still.String()}
 		c.WatchAuthors = []string{"agent"}
 		c.IdleProbeInterval = time.Hour
+		c.WebhookSecret = "hook-secret"
 	}))
 	require.Eventually(t, func() bool { return c.of(still) >= 1 }, waitFor, 10*time.Millisecond, "probed at start")
 	srv := httptest.NewServer(poller.WebhookHandler([]byte("hook-secret"), s, quiet()))
@@ -153,5 +156,25 @@ func TestPoller_WebhookReachesARarelyProbedRepository(t *testing.T) {
 
 	body := []byte(`{"action":"opened","pull_request":{"number":` + strconv.Itoa(prs[0].Number) + `},"repository":{"name":"quiet","owner":{"login":"acme"}}}`)
 	assert.Equal(t, http.StatusAccepted, postHook(t, srv.URL, "pull_request", body, signHook([]byte("hook-secret"), body)))
+	e.rec.Wait(t, prs[0], events.TypeReviewPending, newSignalWithin)
+}
+
+// TestPoller_NewPRWithNoFastPathIsSeenWithinAnInterval: with neither a
+// webhook nor a search (no PRLOOP_WATCH_AUTHORS or PRLOOP_WATCH_LABEL),
+// only the probe shows a PR opened in a repository that had none, so that
+// repository is probed every interval, not at the idle cadence. Chaos seed
+// 41 found PRs unseen for minutes this way.
+func TestPoller_NewPRWithNoFastPathIsSeenWithinAnInterval(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	empty, err := e.sim.CreateRepo("acme", "empty", map[string]string{"a": "a"})
+	require.NoError(t, err)
+	_, c := e.startCounted(e.config(func(c *poller.Config) {
+		c.Repos = []string{e.repo.String(), empty.String()}
+		c.IdleProbeInterval = time.Hour
+	}))
+	require.Eventually(t, func() bool { return c.of(empty) >= 1 }, waitFor, 10*time.Millisecond, "probed at start")
+	prs, err := e.sim.OpenPRs(empty, 1, "agent")
+	require.NoError(t, err)
 	e.rec.Wait(t, prs[0], events.TypeReviewPending, newSignalWithin)
 }

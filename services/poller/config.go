@@ -47,7 +47,7 @@ type Config struct {
 	// probe is not what would see its news first: none of its PRs watched,
 	// or all of them shown by the search (adaptive.go); 0 probes every
 	// repository every interval.
-	IdleProbeInterval time.Duration `envconfig:"PRLOOP_IDLE_PROBE_INTERVAL" default:"10m" desc:"how often a repository is probed while none of its watched PRs needs it (none watched, or all shown by the search); 0 probes every repository every interval"`
+	IdleProbeInterval time.Duration `envconfig:"PRLOOP_IDLE_PROBE_INTERVAL" default:"10m" desc:"how often a repository is probed while none of its watched PRs needs it (none watched, or all shown by the search) and a webhook or the search shows new PRs there; 0 probes every repository every interval"`
 	// Search lets the poller find the watched PRs' news with GitHub's
 	// search, once per interval, when PRLOOP_WATCH_AUTHORS or
 	// PRLOOP_WATCH_LABEL narrows what it watches (adaptive.go).
