@@ -5,12 +5,6 @@ import (
 	"time"
 )
 
-// TypeAgentWaiting says the feedback service holds a PR's agent run back
-// for a while and says why: today only the day's agent budget
-// (PRLOOP_AGENT_DAILY_COST_USD), until the next UTC day. It is for the
-// views (the status line, explain, the page): no service acts on it.
-const TypeAgentWaiting Type = "PRAgentWaiting"
-
 // States of a PRAgentWaiting: the wait begins, or it is over and the run
 // starts.
 const (
@@ -29,6 +23,8 @@ const (
 // starts (AgentWaitEnded). Its id is ID(pr, PRAgentWaiting, EventSHA(head),
 // fix cycle, state, ResumeAt's date, the change request's id): one of each
 // per PR per wait, however often the feedback service restarts in between.
+// It is for the views (the status line, explain, the page): no service
+// acts on it.
 type AgentWaiting struct {
 	Base
 	State  string `json:"state"`
@@ -40,9 +36,6 @@ type AgentWaiting struct {
 	ResumeAt  time.Time `json:"resume_at,omitzero"`
 	FixCycle  int       `json:"fix_cycle"`
 }
-
-// EventType ties the payload to its type.
-func (AgentWaiting) EventType() Type { return TypeAgentWaiting }
 
 // Text says the wait in one line for people: "waiting: the agents' daily
 // budget ($12.40 of $10.00) is spent; resumes at 00:00 UTC".

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -264,45 +262,20 @@ func Consume(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfig, h Ha
 	hctx, cancelHandlers := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelHandlers()
 
+	w := worker{js: js, c: c, log: log, h: h, hctx: hctx, recount: make(chan struct{}, 1)}
 	var wg sync.WaitGroup
-	recount := make(chan struct{}, 1)
 	for range c.Concurrency {
-		wg.Add(1)
-		go func(cons jetstream.Consumer) {
-			defer wg.Done()
-			for ctx.Err() == nil {
-				msg, err := next(ctx, cons)
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
-						if cons2, err2 := EnsureConsumer(ctx, js, c); err2 == nil {
-							cons = cons2
-						}
-					}
-					if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-						log.Warn("fetch failed; retrying", "err", err)
-						_ = ctxtime.Sleep(ctx, time.Second)
-					}
-					continue
-				}
-				if handle(hctx, ctx, js, c, log, msg, h) == HandledDeadLetter {
-					select {
-					case recount <- struct{}{}:
-					default:
-					}
-				}
-			}
-		}(cons)
+		wg.Go(func() { w.run(ctx, cons) })
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		countDeadLetters(ctx, js, c, log, recount)
-	}()
+	wg.Go(func() { countDeadLetters(ctx, js, c, log, w.recount) })
 	<-ctx.Done()
+	drain(&wg, c, log, cancelHandlers)
+	return nil
+}
 
+// drain waits for the running handlers after shutdown, up to Grace, and
+// then cancels their context and waits for them to return.
+func drain(wg *sync.WaitGroup, c ConsumerConfig, log *slog.Logger, cancelHandlers context.CancelFunc) {
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -312,7 +285,49 @@ func Consume(ctx context.Context, js JetStreamConsumer, cfg ConsumerConfig, h Ha
 		cancelHandlers()
 		<-done
 	}
-	return nil
+}
+
+// worker fetches messages and hands each to a delivery, one at a time;
+// Consume runs Concurrency of them.
+type worker struct {
+	js  JetStreamConsumer
+	c   ConsumerConfig
+	log *slog.Logger
+	h   Handler
+	// hctx is the handlers' context, which outlives the consumer's by up
+	// to Grace.
+	hctx context.Context
+	// recount asks countDeadLetters to count again after a dead letter.
+	recount chan struct{}
+}
+
+// run handles messages until ctx is done, creating the consumer again
+// when it was deleted.
+func (w worker) run(ctx context.Context, cons jetstream.Consumer) {
+	for ctx.Err() == nil {
+		msg, err := next(ctx, cons)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) {
+				if cons2, err2 := EnsureConsumer(ctx, w.js, w.c); err2 == nil {
+					cons = cons2
+				}
+			}
+			if !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+				w.log.Warn("fetch failed; retrying", "err", err)
+				_ = ctxtime.Sleep(ctx, time.Second)
+			}
+			continue
+		}
+		if newDelivery(w.hctx, ctx, w.js, w.c, w.log, msg).handle(w.h) == HandledDeadLetter {
+			select {
+			case w.recount <- struct{}{}:
+			default:
+			}
+		}
+	}
 }
 
 // next fetches one message, with a short pull expiry so a stopped worker
@@ -377,117 +392,6 @@ func CountDeadLetters(ctx context.Context, js StreamLookup, durable string) (uin
 	return info.State.Subjects[subject], nil
 }
 
-// handle runs h on one delivery and acks, naks or dead-letters it; it
-// returns the outcome. stopping is done when the consumer shuts down: a
-// delivery waiting for its error's retry time (RetryAt) then hands the
-// message back instead of waiting on.
-func handle(ctx, stopping context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, h Handler) string {
-	var delivered, seq uint64 = 1, 0
-	if md, err := raw.Metadata(); err == nil {
-		delivered, seq = md.NumDelivered, md.Sequence.Stream
-	}
-	e, d, err := Decode(raw.Data())
-	if err == nil {
-		err = checkSubject(raw.Subject(), d)
-	}
-	if err != nil {
-		if c.Observer != nil {
-			c.Observer.Delivered(c.Durable, "", delivered)
-		}
-		outcome := deadLetter(ctx, stopping, js, c, log, raw, delivered, err)
-		if c.Observer != nil {
-			c.Observer.Handled(c.Durable, "", outcome, 0)
-		}
-		return outcome
-	}
-	log = log.With("pr", d.Ref().String(), "type", e.Type(), "id", e.ID())
-	typ := d.EventType()
-	if c.Observer != nil {
-		c.Observer.Delivered(c.Durable, typ, delivered)
-	}
-	if limit := c.MaxDeliver + c.MaxInterrupted; delivered > uint64(limit) {
-		// Deliveries past MaxDeliver come from handlers that never
-		// finished (a failing one is dead-lettered at MaxDeliver), or
-		// from a dead-letter stream unwritable for half a minute: this
-		// many mean the message kills its process, or that the stream
-		// stayed unwritable. Not running it again keeps it from
-		// crash-looping the service.
-		err = fmt.Errorf("not handled in %d deliveries (its handler's process died in each, or its dead letter could not be stored)", limit)
-		outcome := deadLetter(ctx, stopping, js, c, log, raw, delivered, err)
-		if c.Observer != nil {
-			c.Observer.Handled(c.Durable, typ, outcome, 0)
-		}
-		return outcome
-	}
-
-	if lo, ok := c.Observer.(LagObserver); ok && delivered == 1 {
-		if md, err := raw.Metadata(); err == nil {
-			lo.Started(c.Durable, typ, time.Since(md.Timestamp))
-		}
-	}
-	start := time.Now()
-	stop := heartbeat(raw, c.AckWait/3)
-	msg := &Msg{Event: e, Data: d, Delivered: delivered, Seq: seq, raw: raw}
-	err = safeCall(ctx, h, msg)
-	// A known retry time is waited for in this delivery, heartbeating, so
-	// that it never counts toward MaxDeliver.
-	deferredUntil := time.Time{}
-	for err != nil && !IsPermanent(err) {
-		at, ok := RetryAt(err)
-		wait := time.Until(at)
-		if !ok || wait <= 0 || wait > c.MaxDefer {
-			break
-		}
-		log.Warn("handler must wait for a known retry time; this delivery waits (it counts as no failed delivery)", "err", err, "retry_in", wait.Round(time.Second), "delivered", delivered)
-		if ctxtime.Sleep(stopping, wait) != nil {
-			deferredUntil = at
-			break
-		}
-		err = safeCall(ctx, h, msg)
-	}
-	stop()
-	took := time.Since(start)
-	var p panicError
-	if errors.As(err, &p) {
-		log.Error("handler panicked; handled as an error", "panic", p.value, "delivered", delivered, "stack", string(p.stack))
-		if c.Observer != nil {
-			c.Observer.Panicked(c.Durable, typ)
-		}
-	}
-
-	outcome := HandledAck
-	switch {
-	case err == nil:
-		// The ack gets its own deadline: the handler's context may already
-		// be cancelled by shutdown, and finished work must still be acked.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if aerr := raw.DoubleAck(actx); aerr != nil {
-			log.Warn("ack failed; the event will be redelivered", "err", aerr)
-		}
-	case !deferredUntil.IsZero():
-		// Shutting down while waiting: the next replica (or this one,
-		// restarted) takes the message when the wait is over.
-		outcome = HandledRetry
-		if nerr := raw.NakWithDelay(max(time.Until(deferredUntil), 0)); nerr != nil {
-			log.Warn("nak failed; the event will be redelivered after the ack wait", "err", nerr)
-		}
-	case IsPermanent(err) || delivered >= uint64(c.MaxDeliver):
-		outcome = deadLetter(ctx, stopping, js, c, log, raw, delivered, err)
-	default:
-		outcome = HandledRetry
-		delay := c.Backoff[min(int(delivered), len(c.Backoff))-1]
-		log.Warn("handler failed; will retry", "err", err, "delivered", delivered, "retry_in", delay)
-		if nerr := raw.NakWithDelay(delay); nerr != nil {
-			log.Warn("nak failed; the event will be redelivered after the ack wait", "err", nerr)
-		}
-	}
-	if c.Observer != nil {
-		c.Observer.Handled(c.Durable, typ, outcome, took)
-	}
-	return outcome
-}
-
 // panicError is a recovered handler panic, with the stack it unwound.
 type panicError struct {
 	value any
@@ -541,64 +445,4 @@ func heartbeat(m jetstream.Msg, every time.Duration) (stop func()) {
 		}
 	}()
 	return func() { close(done); wg.Wait() }
-}
-
-// deadLetter copies the message to prloop.dlq.<consumer> with the reason and
-// terminates it, and returns HandledDeadLetter. If the copy cannot be
-// stored, the message is nak'ed instead (it is never dropped without a
-// trace) and HandledRetry is returned.
-func deadLetter(ctx, stopping context.Context, js Publisher, c ConsumerConfig, log *slog.Logger, raw jetstream.Msg, delivered uint64, cause error) string {
-	m := nats.NewMsg(DLQSubject(c.Durable))
-	for k, v := range raw.Headers() {
-		// Nats-* headers are publish instructions (message id, expected
-		// stream …) meant for the original publish, not for this copy.
-		if !strings.HasPrefix(k, "Nats-") {
-			m.Header[k] = v
-		}
-	}
-	m.Header.Set(HeaderDLQReason, cause.Error())
-	m.Header.Set(HeaderDLQSubject, raw.Subject())
-	m.Header.Set(HeaderDLQDeliveries, strconv.FormatUint(delivered, 10))
-	m.Header.Set(HeaderDLQConsumer, c.Durable)
-	m.Data = raw.Data()
-	id := c.Durable + ":" + raw.Subject()
-	if md, err := raw.Metadata(); err == nil {
-		id = c.Durable + ":" + strconv.FormatUint(md.Sequence.Stream, 10)
-	}
-	// A failed publish is tried again, holding the message, for up to
-	// half a minute: a passing failure (a NATS leader moving) leaves the
-	// handler not run again for a message it gave up on. A longer one, or
-	// shutdown, hands the message back (the server redelivers without
-	// limit, see EnsureConsumer), so that a dead-letter stream that stays
-	// unwritable does not hold a handler slot for good.
-	stop := heartbeat(raw, c.AckWait/3)
-	defer stop()
-	giveUp := time.Now().Add(30 * time.Second)
-	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		// Each try has its own deadline: the handler's context may be
-		// cancelled by shutdown, and a dead letter worth storing is worth
-		// storing then too.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		_, err := js.PublishMsg(pctx, m, jetstream.WithMsgID("dlq:"+id))
-		cancel()
-		if err == nil {
-			break
-		}
-		if time.Now().Add(wait).After(giveUp) {
-			log.Error("dead-letter publish failed; leaving the message for redelivery", "err", err, "cause", cause)
-			_ = raw.NakWithDelay(c.Backoff[len(c.Backoff)-1])
-			return HandledRetry
-		}
-		log.Error("dead-letter publish failed; trying again", "err", err, "cause", cause, "retry_in", wait)
-		if ctxtime.Sleep(stopping, wait) != nil {
-			log.Warn("shutting down before the dead letter was stored; leaving the message for redelivery")
-			_ = raw.NakWithDelay(c.Backoff[0])
-			return HandledRetry
-		}
-	}
-	log.Error("event dead-lettered", "subject", raw.Subject(), "dlq", m.Subject, "delivered", delivered, "err", cause)
-	if err := raw.TermWithReason(cause.Error()); err != nil {
-		log.Warn("terminate failed", "err", err)
-	}
-	return HandledDeadLetter
 }

@@ -64,6 +64,10 @@
 // # Event types
 //
 // The type is the CloudEvent "type" attribute and the last subject token.
+// The types are one table, the registry (registry.go): each row is a
+// type, its data struct, who publishes it and what it means, and the
+// table below, docs/events.md (with every data field), the Type
+// constants and decoding are generated or derived from it.
 // "Published by" names the NATS user (deploy/nats/nats.conf) allowed to
 // publish the type; PublishedBy holds the same column as data, and the
 // deployments' permissions and the services' Emitters are checked against it.
@@ -84,31 +88,31 @@
 // classifier set aside (author, location, url, reason; see
 // review.Classify).
 //
-//	| type                  | published by             | means                                                         | data (besides pr, head_sha)                  |
-//	|-----------------------|--------------------------|---------------------------------------------------------------|----------------------------------------------|
-//	| PRCreateRequested     | cli                      | command: push this branch, open its PR, then watch it         | worktree, branch, base, title, body, labels, draft, context_path, actor |
-//	| PRCreated             | feedback                 | prloop pushed the branch and opened (or found) its PR         | base, branch, worktree, context_path, title, actor, existing |
-//	| PRWatchRequested      | cli                      | command: start watching this PR                               | worktree, context_path, actor                |
-//	| PRReviewPending       | poller                   | watched, no review signal on the current head yet             | status, missing_reviewers                    |
-//	| PRReviewInProgress    | poller                   | a reviewer signalled "in review" (👀), or part of the quorum   | status, actor, quorum_responded, missing_…   |
-//	| PRFeedbackReceived    | poller                   | changes requested on the current head                         | status, fix_cycle, comment_ids, anchor, …    |
-//	| PRFeedbackAddressed   | feedback                 | the agent's fix is pushed; head_sha is the new head           | previous_head_sha, fix_cycle, detail         |
-//	| PRFeedbackSkipped     | feedback                 | the change request on head_sha needs no fix any more          | fix_cycle, detail                            |
-//	| PRReviewApproved      | poller                   | approved on head_sha                                          | status, actor, approvers, anchor, epoch, fix_cycle |
-//	| ReviewTimeout         | poller                   | no approval within the review timeout                         | reason, missing_reviewers, detail, epoch     |
-//	| PRMergeQueued         | merger                   | entered the merge queue of its base branch                    | position, base, mode, ahead                  |
-//	| PRMergeWaiting        | merger                   | first in its queue, waits for these checks on head_sha        | base, checks                                 |
-//	| PRMerged              | merger                   | merged by prloop                                              | merge_sha, merge_method, dry_run             |
-//	| PRMergeFailed         | merger                   | not merged: not queued, or left the queue without a merge     | reason, detail, dry_run, checks, candidate, … |
-//	| PRClosed              | poller                   | closed or merged outside prloop; watching stops               | merged, actor                                |
-//	| PREscalationRequested | poller, feedback, merger | a human is needed                                             | reason, severity, fix_cycle, detail, epoch, …|
-//	| PREscalated           | escalator                | the human was called (label, comment, webhook)                | reason, severity, actions, epoch             |
-//	| PREscalationResolved  | poller                   | a human removed the escalation label; the loop resumes        | epoch (the new one), detail                  |
-//	| PRBranchUpdated       | merger                   | prloop brought the approved head up to date with its base     | previous_head_sha, method                    |
-//	| PRMergeCandidate      | merger                   | speculative queue: the candidate the PR rides in, built/gone  | base, state, candidate, tree, branch, base_sha, position, ahead, detail |
-//	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch, fix_cycle     |
-//	| PRChecksFailed        | poller                   | gating checks failed on head_sha (not prloop's own status)    | checks, round, fix_cycle, epoch, base, anchor, … |
-//	| PRAgentWaiting        | feedback                 | the agent's next run waits (the day's budget), or starts      | state, reason, spent_usd, budget_usd, resume_at, fix_cycle |
+//	| type                       | published by             | means |
+//	|----------------------------|--------------------------|---|
+//	| PRCreateRequested          | cli                      | command: push this branch, open its PR, then watch it |
+//	| PRCreated                  | feedback                 | prloop pushed the branch and opened (or found) its PR |
+//	| PRWatchRequested           | cli                      | command: start watching this PR |
+//	| PRReviewPending            | poller                   | watched, no review signal on the current head yet |
+//	| PRReviewInProgress         | poller                   | a reviewer signalled "in review" (👀), or part of the quorum responded |
+//	| PRFeedbackReceived         | poller                   | changes requested on the current head |
+//	| PRFeedbackAddressed        | feedback                 | the agent's fix is pushed; head_sha is the new head |
+//	| PRFeedbackSkipped          | feedback                 | the change request on head_sha needs no fix any more |
+//	| PRReviewApproved           | poller                   | approved on head_sha |
+//	| ReviewTimeout              | poller                   | no approval within the review timeout |
+//	| PRMergeQueued              | merger                   | entered the merge queue of its base branch |
+//	| PRMergeWaiting             | merger                   | first in its queue, waits for these checks on head_sha |
+//	| PRMerged                   | merger                   | merged by prloop |
+//	| PRMergeFailed              | merger                   | not merged: not queued, or left the queue without a merge |
+//	| PRClosed                   | poller                   | closed or merged outside prloop; watching stops |
+//	| PREscalationRequested      | poller, feedback, merger | a human is needed |
+//	| PREscalated                | escalator                | the human was called (label, comment, webhook) |
+//	| PREscalationResolved       | poller                   | a human removed the escalation label; the loop resumes |
+//	| PRBranchUpdated            | merger                   | prloop brought the approved head up to date with its base |
+//	| PRMergeCandidate           | merger                   | speculative queue (PRLOOP_QUEUE_MODE=speculative): the candidate the PR rides in, built or gone |
+//	| PRConflictResolveRequested | merger                   | command (PRLOOP_RESOLVE_CONFLICTS): the agent resolves head_sha's conflict with the base |
+//	| PRChecksFailed             | poller                   | gating checks failed on head_sha (not prloop's own status) |
+//	| PRAgentWaiting             | feedback                 | the agent's next run waits (the day's budget), or starts |
 //
 // # Opening a pull request
 //

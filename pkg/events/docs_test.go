@@ -7,6 +7,7 @@ import (
 	"go/constant"
 	"go/parser"
 	"go/token"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -33,8 +34,8 @@ func TestDocs_EventsReferenceIsCurrent(t *testing.T) {
 	golden.Check(t, eventsDoc, renderEventsDoc(t), *update, "go generate ./pkg/events")
 }
 
-// sourceDocs are the doc comments of types.go: each type's, each field's
-// (by "Type.Field") and each constant's.
+// sourceDocs are the doc comments of the package's files: each type's,
+// each field's (by "Type.Field") and each Reason constant's.
 type sourceDocs struct {
 	types  map[string]string
 	fields map[string]string
@@ -45,9 +46,22 @@ type sourceDocs struct {
 func readSourceDocs(t *testing.T) sourceDocs {
 	t.Helper()
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "types.go", nil, parser.ParseComments)
+	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
 	d := sourceDocs{types: map[string]string{}, fields: map[string]string{}}
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		require.NoError(t, err)
+		d.add(f)
+	}
+	return d
+}
+
+// add reads one file's doc comments.
+func (d *sourceDocs) add(f *ast.File) {
 	for _, decl := range f.Decls {
 		gd, ok := decl.(*ast.GenDecl)
 		if !ok {
@@ -82,7 +96,6 @@ func readSourceDocs(t *testing.T) sourceDocs {
 			}
 		}
 	}
-	return d
 }
 
 // text is a comment as one paragraph, Markdown-safe in a table cell.
@@ -99,7 +112,7 @@ func renderEventsDoc(t *testing.T) string {
 	var b strings.Builder
 	b.WriteString(`# Events reference
 
-<!-- Generated from pkg/events (types.go, publishers.go) by 'go generate ./pkg/events'; TestDocs_EventsReferenceIsCurrent fails when it is stale. Do not edit. -->
+<!-- Generated from pkg/events (the registry in registry.go and the data structs) by 'go generate ./pkg/events'; TestDocs_EventsReferenceIsCurrent fails when it is stale. Do not edit. -->
 
 Every event is a CloudEvents 1.0 event in structured mode on NATS JetStream
 (stream ` + "`" + StreamName + "`" + `): the message's body is the whole event as JSON, its
@@ -120,11 +133,8 @@ of ` + "`pkg/events`" + ` (` + "`doc.go`" + `) says more: event ids, ordering, r
 | type | published by | what it says |
 |---|---|---|
 `)
-	for _, typ := range Types {
-		d, err := newData(typ)
-		require.NoError(t, err)
-		name := reflect.TypeOf(d).Elem().Name()
-		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s |\n", typ, strings.ToLower(string(typ)), strings.Join(publishers(typ), ", "), firstSentence(src.types[name]))
+	for _, r := range registry {
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s |\n", r.Type, strings.ToLower(string(r.Type)), strings.Join(publishers(r.Type), ", "), r.Doc)
 	}
 	for _, typ := range Types {
 		d, err := newData(typ)
@@ -154,13 +164,6 @@ func publishers(typ Type) []string {
 		}
 	}
 	return out
-}
-
-func firstSentence(s string) string {
-	if i := strings.Index(s, ". "); i >= 0 {
-		return s[:i+1]
-	}
-	return s
 }
 
 // wellKnown are the meanings of the fixed data fields (doc.go) where the

@@ -16,23 +16,7 @@ const (
 	PublisherCLI       = "cli"
 )
 
-// publishedBy is the "published by" column of the table in doc.go, as data:
-// the NATS permissions of each service's user are derived from it (and
-// checked against it), and an Emitter of a listed publisher refuses other
-// types, so the table, the services and the permissions cannot drift apart.
-var publishedBy = map[string][]Type{
-	PublisherPoller: {
-		TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived, TypeReviewApproved,
-		TypeReviewTimeout, TypeClosed, TypeEscalationRequested, TypeEscalationResolved,
-		TypeChecksFailed,
-	},
-	PublisherFeedback:  {TypeCreated, TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested, TypeAgentWaiting},
-	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested},
-	PublisherEscalator: {TypeEscalated},
-	PublisherCLI:       {TypeCreateRequested, TypeWatchRequested},
-}
-
-// Publishers lists every publisher of the table in doc.go, sorted.
+// Publishers lists every publisher of the registry (registry.go), sorted.
 func Publishers() []string {
 	out := make([]string, 0, len(publishedBy))
 	for p := range publishedBy {

@@ -301,62 +301,28 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		return err
 	}
 	head := p.head
-	switch {
-	case cur.Merged:
-		// A merged PR never opens again; a list read before the merge
-		// must not bring it back and publish its status a second time.
+	l := listing{pull: p, issue: is}
+	rw.mu.Lock()
+	if last, ok := rw.seen[pr.Number]; ok {
+		l.last = &last
+	}
+	rw.mu.Unlock()
+	listedAt := s.d.Now() // when the lists below are read (or known empty)
+	plan := planEvaluation(cur, l, listedAt)
+	switch plan.Kind {
+	case evalSkip:
+		if plan.Why != "" {
+			log.Debug(plan.Why, "head", ghref.EventSHA(head), "addressing", ghref.EventSHA(cur.HeadSHA))
+		}
 		return nil
-	case cur.Closed && is != nil:
-		// Seen open in a list after it was seen closed: a reopen, or a
-		// list older than the close. Only a fresh read of the PR tells.
-		release()
-		return s.evaluateFetched(ctx, rw, pr, log)
-	case holdsNewHead(cur, head):
-		log.Debug("new head held back until the change request on the old one ends", "head", ghref.EventSHA(head), "addressing", ghref.EventSHA(cur.HeadSHA))
-		return nil
-	case is != nil && supersededByOwnPush(cur, head):
-		// A list read before prloop's push, evaluated after the feedback
-		// service reported it: only a fresh read of the PR tells its head.
+	case evalFetchFresh:
 		release()
 		return s.evaluateFetched(ctx, rw, pr, log)
 	}
-	var sig review.Signals
-	anchor := cur.HeadAnchor
-	last, haveLast := rw.seen[pr.Number]
-	listedAt := s.d.Now() // when the lists below are read (or known empty)
-	switch {
-	case cur.HeadSHA == "" && untouched(p, is):
-		// Nothing has happened since the PR was opened: no signal can exist,
-		// and any later one is newer than its creation. Anchoring there
-		// spares five requests per PR when watching begins on a large repo.
-		anchor = p.created
-	case haveLast && is != nil && last.head == head && head == cur.HeadSHA && last.updated == activityKey(p, is) &&
-		last.listedAt.After(latest(p.updated, is.updated).Add(ListSettle)):
-		// Only the reactions rollup moved (GitHub moves updated_at for
-		// everything else): re-read the reactions, keep the rest. That
-		// holds only for lists read ListSettle after the last activity:
-		// updated_at has whole seconds, and a comment in the same second
-		// as the one before it moves nothing.
-		sig, listedAt = last.sig, last.listedAt
-		if sig.Reactions, err = review.GatherReactions(ctx, s.d.GitHub, pr); err != nil {
-			return err
-		}
-	default:
-		if head != cur.HeadSHA {
-			// When did this head become the head? Never the commit's own
-			// dates: its author sets them, and a backdated commit would let
-			// an old 👍 approve it. prloop's own push is known; otherwise
-			// only signals after prloop first saw the head count (an
-			// untouched PR, above, proves more: its head came with it).
-			if head == cur.PushedHeadSHA && !cur.PushedAt.IsZero() {
-				anchor = cur.PushedAt
-			} else {
-				anchor = s.d.Now()
-			}
-		}
-		if sig, err = review.Gather(ctx, s.d.GitHub, pr, anchor); err != nil {
-			return err
-		}
+	anchor := plan.Anchor
+	sig, listedAt, err := s.gather(ctx, pr, plan, l, listedAt)
+	if err != nil {
+		return err
 	}
 	rw.mu.Lock()
 	if is != nil {
@@ -415,15 +381,24 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		}
 	}()
 	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
-		if cur.Merged || (cur.Closed && is != nil) {
-			return Decision{Next: cur, Hold: true} // closed meanwhile: see above
-		}
-		if cur.Closed { // reopened: resume as if watching began now
-			cur.Closed, cur.ClosedAt, cur.Merged = false, time.Time{}, false
-			cur.Status, cur.ReviewTimeoutSent, cur.WatchedSince = "", false, obs.Now
-		}
-		return decide(cur, obs, j.timing)
+		return decideEvaluation(cur, obs, is != nil, j.timing)
 	})
+}
+
+// gather reads the review signals of pr as plan says, and returns them
+// with when their lists were read.
+func (s *Service) gather(ctx context.Context, pr ghref.PR, plan evaluationPlan, l listing, now time.Time) (review.Signals, time.Time, error) {
+	switch plan.Kind {
+	case evalReactionsOnly:
+		sig := l.last.sig
+		var err error
+		sig.Reactions, err = review.GatherReactions(ctx, s.d.GitHub, pr)
+		return sig, l.last.listedAt, err
+	case evalGather:
+		sig, err := review.Gather(ctx, s.d.GitHub, pr, plan.Anchor)
+		return sig, now, err
+	}
+	return review.Signals{}, now, nil
 }
 
 // apply decides with compare-and-set and stores the decision together with
@@ -566,14 +541,6 @@ func (s *Service) closed(ctx context.Context, rw *repoWatch, pr ghref.PR, log *s
 			Parts: []string{ghref.EventSHA(next.HeadSHA), strconv.Itoa(next.Transitions)},
 		}}}
 	})
-}
-
-// supersededByOwnPush reports whether head is the head prloop's own push of
-// a fix replaced: the feedback service reported the push (PushedHeadSHA)
-// after GitHub showed it, so a read that still shows the old head is older
-// than the push.
-func supersededByOwnPush(cur state.PR, head string) bool {
-	return cur.PushedHeadSHA != "" && cur.PushedHeadSHA != cur.HeadSHA && head == cur.HeadSHA
 }
 
 func latest(a, b time.Time) time.Time {
