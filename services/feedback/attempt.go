@@ -20,6 +20,7 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/review"
 )
 
@@ -74,22 +75,6 @@ func attemptOutcome(res Result, err error) string {
 	}
 	return string(res.Outcome)
 }
-
-// Git is prloop's git on both sides of the wall, as an attempt uses it
-// (realGit; fakes in the executor's tests).
-type Git interface {
-	Adopt(ctx context.Context, wt *Worktree, start string, resuming bool) (string, error)
-	Clone(ctx context.Context, wt Worktree, start string) error
-	Reset(ctx context.Context, wt Worktree, start string) error
-	HasCommit(ctx context.Context, wt Worktree, sha string) bool
-	Export(ctx context.Context, wt Worktree, start, message string, exclude ...string) (string, error)
-	Sync(ctx context.Context, wt Worktree) (string, error)
-	IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error)
-	Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, forbidWorkflows string) error
-	Push(ctx context.Context, wt Worktree, target string) error
-}
-
-var _ Git = (*realGit)(nil)
 
 // Agent runs the coding agent (sandboxAgent; fakes in the executor's
 // tests).
@@ -938,4 +923,12 @@ func (t timeoutSource) ListReviewComments(ctx context.Context, pr ghref.PR) ([]*
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	return t.gh.ListReviewComments(ctx, pr)
+}
+
+// policyOf is the effective policy of the attempt's PR: its base's file
+// now. An invalid file fails closed: the attempt is skipped, and no agent
+// runs in that repository on that base until the file is fixed.
+func (a *attempt) policyOf(ctx context.Context) (policy.Effective, error) {
+	e, _, err := a.s.pol.At(ctx, a.req.PR.RepoRef(), a.pull.GetBase().GetRef(), "")
+	return e, err
 }

@@ -26,7 +26,7 @@ import (
 // branch from its own mirror and opens the PR, then announces it with
 // PRCreated, which the poller watches like PRWatchRequested. The agent
 // never holds a credential: its commits cross the wall as a bundle
-// (open_git.go), are checked in the mirror like a fix's (Inspect) and are
+// (git_open.go), are checked in the mirror like a fix's (Inspect) and are
 // pushed from there.
 
 // ErrOpenRefused is wrapped by the errors of a request to open a PR that

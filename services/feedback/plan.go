@@ -12,7 +12,7 @@ import (
 
 // The feedback service's policy: what an attempt does about a change
 // request, decided from the request, the service's own record of the PR and
-// what GitHub says of the PR, without any I/O. The executor (address.go)
+// what GitHub says of the PR, without any I/O. The executor (attempt.go)
 // gathers those facts, carries the action out and asks again at the points
 // where the agent loop decides.
 

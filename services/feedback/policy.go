@@ -1,8 +1,6 @@
 package feedback
 
 import (
-	"context"
-
 	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/review"
 )
@@ -16,14 +14,6 @@ func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reade
 	op.AgentTimeout, op.AgentBudget, op.AgentMayEditWorkflows = cfg.AgentTimeout, cfg.AgentBudget, cfg.AgentMayEditWorkflows
 	op.Ceilings = policy.Ceilings{AgentTimeout: cfg.AgentTimeout, AgentBudget: cfg.AgentBudget, AgentMayEditWorkflows: cfg.AgentMayEditWorkflows}
 	return policy.NewReader(op, cfg.Settings, g, auth)
-}
-
-// policyOf is the effective policy of the attempt's PR: its base's file
-// now. An invalid file fails closed: the attempt is skipped, and no agent
-// runs in that repository on that base until the file is fixed.
-func (a *attempt) policyOf(ctx context.Context) (policy.Effective, error) {
-	e, _, err := a.s.pol.At(ctx, a.req.PR.RepoRef(), a.pull.GetBase().GetRef(), "")
-	return e, err
 }
 
 // limitsUnder are the service's limits under e: its fix cycles, and the
