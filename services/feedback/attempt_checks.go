@@ -30,9 +30,9 @@ type checksGitHub interface {
 var _ checksGitHub = (*github.Client)(nil)
 
 func (a *attempt) checksGitHub() (checksGitHub, error) {
-	c, ok := a.s.d.GitHub.(checksGitHub)
+	c, ok := a.gh.(checksGitHub)
 	if !ok {
-		return nil, fmt.Errorf("%w: %T cannot read checks", ErrUnusable, a.s.d.GitHub)
+		return nil, fmt.Errorf("%w: %T cannot read checks", ErrUnusable, a.gh)
 	}
 	return c, nil
 }
@@ -87,7 +87,7 @@ func (a *attempt) rerun(ctx context.Context) (Result, error) {
 			return Result{}, err
 		}
 		rerun++
-		a.s.d.Metrics.CheckRerun()
+		a.metrics.CheckRerun()
 	}
 	if rerun == 0 {
 		return Result{}, fmt.Errorf("re-run the failed checks of %s: %w", a.req.PR, errNoRerun)
@@ -107,7 +107,7 @@ func (a *attempt) gatherChecks(ctx context.Context) ([]PromptCheck, error) {
 	if err != nil {
 		return nil, err
 	}
-	tok, err := a.s.d.GitHub.GitToken(ctx)
+	tok, err := a.gh.GitToken(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -183,12 +183,12 @@ func (a *attempt) gatherJob(ctx context.Context, c checksGitHub, f events.Failed
 			pc.FailedSteps = append(pc.FailedSteps, SanitizeLine(cleanCheckText(st.GetName(), tok))+" ("+SanitizeLine(c)+")")
 		}
 	}
-	tail, err := c.JobLogTail(ctx, repo, f.ID, a.s.cfg.CheckLogLines, a.s.cfg.CheckLogBytes)
+	tail, err := c.JobLogTail(ctx, repo, f.ID, a.cfg.CheckLogLines, a.cfg.CheckLogBytes)
 	if err != nil {
 		a.log.Warn("job log not read", "check", pc.Name, "err", err)
 		return
 	}
-	pc.Log = Truncate(cleanCheckText(tail, tok), a.s.cfg.CheckLogBytes)
+	pc.Log = Truncate(cleanCheckText(tail, tok), a.cfg.CheckLogBytes)
 }
 
 // promptCandidate is what the prompt says of a failed candidate (nil for
@@ -214,5 +214,5 @@ func (a *attempt) checkFromBaseMerge(ctx context.Context, target string) error {
 	} else if !ok {
 		return fmt.Errorf("%w: %s does not build on prloop's merge of the base %s", ErrRewritten, ghref.EventSHA(target), ghref.EventSHA(m))
 	}
-	return a.git.Inspect(ctx, a.wt, m, target, a.s.cfg.AgentMaxCommits, a.lim.ForbidWorkflows)
+	return a.git.Inspect(ctx, a.wt, m, target, a.cfg.AgentMaxCommits, a.lim.ForbidWorkflows)
 }

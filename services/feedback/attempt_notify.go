@@ -47,8 +47,7 @@ func agentSummary(path string) string {
 // retried against a head the poller has moved on from); each failure is
 // logged instead.
 func (a *attempt) notify(ctx context.Context, head string) error {
-	s := a.s
-	if !s.cfg.NotifyReviewers {
+	if !a.cfg.NotifyReviewers {
 		return nil
 	}
 	var aud Audience
@@ -68,7 +67,7 @@ func (a *attempt) notify(ctx context.Context, head string) error {
 		log.Info("reviewers already told of the fix")
 		return nil
 	}
-	if s.cfg.DryRun {
+	if a.cfg.DryRun {
 		log.Info("dry run: would tell the reviewers of the fix", "rerequest", n.Rerequest, "replies", len(n.Replies), "comment", n.Comment)
 		return nil
 	}
@@ -78,7 +77,7 @@ func (a *attempt) notify(ctx context.Context, head string) error {
 		if err := a.fence(ctx); err != nil {
 			return err
 		}
-		err := withTimeout(ctx, func(ctx context.Context) error { return s.d.GitHub.RequestReviewers(ctx, pr, login) })
+		err := withTimeout(ctx, func(ctx context.Context) error { return a.gh.RequestReviewers(ctx, pr, login) })
 		if errors.Is(err, github.ErrValidation) {
 			// GitHub asks only collaborators to review; the others
 			// are mentioned in the comment instead.
@@ -97,7 +96,7 @@ func (a *attempt) notify(ctx context.Context, head string) error {
 			return err
 		}
 		if err := withTimeout(ctx, func(ctx context.Context) error {
-			_, err := s.d.GitHub.ReplyToReviewComment(ctx, pr, r.Thread, r.Body)
+			_, err := a.gh.ReplyToReviewComment(ctx, pr, r.Thread, r.Body)
 			return err
 		}); err != nil {
 			if err := a.notifyFailed(ctx, "reply in thread "+strconv.FormatInt(r.Thread, 10), err); err != nil {
@@ -109,7 +108,7 @@ func (a *attempt) notify(ctx context.Context, head string) error {
 		return err
 	}
 	if err := withTimeout(ctx, func(ctx context.Context) error {
-		_, err := s.d.GitHub.CreateIssueComment(ctx, pr, n.Comment)
+		_, err := a.gh.CreateIssueComment(ctx, pr, n.Comment)
 		return err
 	}); err != nil {
 		return a.notifyFailed(ctx, "post the note", err)
@@ -131,7 +130,7 @@ func (a *attempt) notifyFailed(ctx context.Context, what string, err error) erro
 // noticeState reads what GitHub shows of a note about f.Head: the comment,
 // the replies, the reviewers requested now.
 func (a *attempt) noticeState(ctx context.Context, f *noticeFacts) error {
-	gh, pr := timeoutSource{a.s.d.GitHub}, a.req.PR
+	gh, pr := timeoutSource{a.gh}, a.req.PR
 	marker := noteMarker(f.Head)
 	// All comments, not those since the push: GitHub's clock filters them,
 	// and a note missed by a skewed clock would be posted twice.
