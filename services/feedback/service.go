@@ -139,12 +139,7 @@ type Service struct {
 // New builds the service. It fails only on a prompt template that does not
 // parse or a workspace directory that cannot be resolved.
 func New(cfg Config, d Deps) (*Service, error) {
-	if cfg.CheckLogLines <= 0 {
-		cfg.CheckLogLines = 200
-	}
-	if cfg.CheckLogBytes <= 0 {
-		cfg.CheckLogBytes = 20 << 10
-	}
+	cfg = cfg.withDefaults()
 	if d.Now == nil {
 		d.Now = time.Now
 	}
