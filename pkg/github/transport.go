@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,6 +18,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/prloop/prloop/pkg/backoff"
 )
 
 // Outcome classifies one HTTP attempt for counters and the Observer.
@@ -403,13 +404,10 @@ func resourceFor(path string) string {
 // DefaultBackoff is the wait before retry n (1-based): 1 s, 2 s, 4 s, 8 s,
 // 16 s (then 16 s), each plus up to 25 % random jitter so that many clients
 // failing together do not retry together.
-func DefaultBackoff(n int) time.Duration {
-	if n < 1 {
-		n = 1
-	}
-	d := time.Second << min(n-1, 4)
-	return d + rand.N(d/4+1)
-}
+func DefaultBackoff(n int) time.Duration { return defaultBackoff.Delay(n) }
+
+// defaultBackoff is DefaultBackoff's policy.
+var defaultBackoff = backoff.Policy{Base: time.Second, MaxDoublings: 4, Jitter: 0.25}
 
 // tokenTransport adds the token to requests for the API host only, so a
 // redirect elsewhere (archive downloads, a hostile Link header) never carries it.

@@ -14,7 +14,9 @@ import (
 )
 
 // DefaultLabel is the escalation label unless PRLOOP_ESCALATION_LABEL says
-// otherwise.
+// otherwise: a constant, for tests and callers that need one, equal to
+// that variable's tag on Config.Label (New reads the tag;
+// TestNew_ZeroConfigTakesTheTagDefaults keeps the two equal).
 const DefaultLabel = "human-review-required"
 
 // Config is the escalator's configuration, read from PRLOOP_* variables.

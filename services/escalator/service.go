@@ -50,6 +50,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prloop/prloop/pkg/app"
+	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
@@ -127,9 +128,7 @@ func New(cfg Config, d Deps) *Service {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	if cfg.Label == "" {
-		cfg.Label = DefaultLabel
-	}
+	config.DefaultZero(&cfg, "PRLOOP_ESCALATION_LABEL")
 	if d.Metrics == nil {
 		d.Metrics = metrics.NewEscalator(nil)
 	}

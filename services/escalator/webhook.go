@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prloop/prloop/pkg/backoff"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/github"
@@ -82,18 +83,18 @@ func (w Webhook) Post(ctx context.Context, key string, body any) error {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	wait := w.Backoff
+	// The wait doubles before each retry (pkg/backoff).
+	wait := backoff.Policy{Base: w.Backoff, MaxDoublings: w.Retries}
 	var last error
 	for attempt := 0; attempt <= w.Retries; attempt++ {
 		if attempt > 0 {
-			t := time.NewTimer(wait)
+			t := time.NewTimer(wait.Delay(attempt))
 			select {
 			case <-ctx.Done():
 				t.Stop()
 				return fmt.Errorf("webhook: %w (last attempt: %v)", ctx.Err(), last)
 			case <-t.C:
 			}
-			wait *= 2
 		}
 		last = w.once(ctx, client, key, b)
 		if last == nil || errors.Is(last, errPermanent) {

@@ -242,3 +242,11 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// withDefaults is c with the settings that have no sensible zero at their
+// defaults (their tags) when a configuration built in code leaves them
+// unset: the bounds of the failed jobs' log tails the prompt quotes.
+func (c Config) withDefaults() Config {
+	config.DefaultZero(&c, "PRLOOP_CHECK_LOG_LINES", "PRLOOP_CHECK_LOG_BYTES")
+	return c
+}

@@ -22,6 +22,22 @@ import (
 
 // realGit runs prloop's own git processes on two sides of a wall.
 //
+// Git is prloop's git on both sides of the wall, as an attempt uses it
+// (realGit; fakes in the executor's tests).
+type Git interface {
+	Adopt(ctx context.Context, wt *Worktree, start string, resuming bool) (string, error)
+	Clone(ctx context.Context, wt Worktree, start string) error
+	Reset(ctx context.Context, wt Worktree, start string) error
+	HasCommit(ctx context.Context, wt Worktree, sha string) bool
+	Export(ctx context.Context, wt Worktree, start, message string, exclude ...string) (string, error)
+	Sync(ctx context.Context, wt Worktree) (string, error)
+	IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error)
+	Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, forbidWorkflows string) error
+	Push(ctx context.Context, wt Worktree, target string) error
+}
+
+var _ Git = (*realGit)(nil)
+
 // The mirror is a bare repository per PR repository under the workspace,
 // written only by prloop and never visible to the agent. Only there does
 // git talk to GitHub, with the token in that one process's environment (an

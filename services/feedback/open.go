@@ -26,7 +26,7 @@ import (
 // branch from its own mirror and opens the PR, then announces it with
 // PRCreated, which the poller watches like PRWatchRequested. The agent
 // never holds a credential: its commits cross the wall as a bundle
-// (open_git.go), are checked in the mirror like a fix's (Inspect) and are
+// (git_open.go), are checked in the mirror like a fix's (Inspect) and are
 // pushed from there.
 
 // ErrOpenRefused is wrapped by the errors of a request to open a PR that
@@ -311,7 +311,7 @@ func (s *Service) Open(ctx context.Context, req OpenRequest) (ghref.PR, error) {
 }
 
 func (s *Service) open(ctx context.Context, req OpenRequest, key string, lease *kvlease.Lease, log *slog.Logger) (ghref.PR, error) {
-	fence := func() error { return s.fence(ctx, lease) }
+	fence := func() error { return fenceLease(ctx, lease, s.cfg.LeaseTTL) }
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	repo, err := s.d.GitHub.GetRepo(actx, req.Repo)
 	cancel()
@@ -416,7 +416,7 @@ func (s *Service) open(ctx context.Context, req OpenRequest, key string, lease *
 		if err != nil {
 			return ghref.PR{}, err
 		}
-		if err := git.Inspect(ctx, wt, start, f.Result, s.cfg.AgentMaxCommits, s.limits().ForbidWorkflows); err != nil {
+		if err := git.Inspect(ctx, wt, start, f.Result, s.cfg.AgentMaxCommits, s.cfg.limits().ForbidWorkflows); err != nil {
 			if errors.Is(err, ErrRefused) {
 				return ghref.PR{}, fmt.Errorf("%w: %w", ErrOpenRefused, err)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prloop/prloop/pkg/backoff"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/metrics"
@@ -12,7 +13,7 @@ import (
 
 // The feedback service's policy: what an attempt does about a change
 // request, decided from the request, the service's own record of the PR and
-// what GitHub says of the PR, without any I/O. The executor (address.go)
+// what GitHub says of the PR, without any I/O. The executor (attempt.go)
 // gathers those facts, carries the action out and asks again at the points
 // where the agent loop decides.
 
@@ -229,6 +230,12 @@ type step struct {
 	timeout time.Duration
 }
 
+// agentBackoff is the wait between agent runs (pkg/backoff): the
+// configured backoff, doubling after each failed run, at most 10 times.
+func agentBackoff(base time.Duration) backoff.Policy {
+	return backoff.Policy{Base: base, MaxDoublings: 10}
+}
+
 // next decides the agent loop's next step for rec.
 func next(rec Record, lim limits) step {
 	if rec.Runs >= lim.AgentAttempts {
@@ -236,7 +243,7 @@ func next(rec Record, lim limits) step {
 	}
 	var s step
 	if rec.Runs > 0 {
-		s.wait = lim.AgentBackoff << min(rec.Runs-1, 10)
+		s.wait = agentBackoff(lim.AgentBackoff).Delay(rec.Runs)
 	}
 	left := lim.AgentBudget - rec.AgentSpent
 	if lim.AgentBudget > 0 && left <= 0 {

@@ -1,7 +1,7 @@
 package feedback
 
 import (
-	"context"
+	"fmt"
 
 	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/review"
@@ -18,19 +18,26 @@ func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reade
 	return policy.NewReader(op, cfg.Settings, g, auth)
 }
 
-// policyOf is the effective policy of the attempt's PR: its base's file
-// now. An invalid file fails closed: the attempt is skipped, and no agent
-// runs in that repository on that base until the file is fixed.
-func (a *attempt) policyOf(ctx context.Context) (policy.Effective, error) {
-	e, _, err := a.s.pol.At(ctx, a.req.PR.RepoRef(), a.pull.GetBase().GetRef(), "")
-	return e, err
+// limits are the policy's settings from the configuration.
+func (c Config) limits() limits {
+	lim := limits{
+		MaxFixCycles: c.MaxFixCycles, Label: c.EscalationLabel,
+		AgentAttempts: c.AgentAttempts, AgentBudget: c.AgentBudget, AgentBackoff: c.AgentBackoff,
+		AgentTimeout:  c.AgentTimeout,
+		BudgetSetting: fmt.Sprintf("PRLOOP_AGENT_BUDGET=%s", c.AgentBudget),
+		Rerun:         c.RerunFailedChecks, MaxCIFixCycles: c.MaxCIFixCycles,
+	}
+	if !c.AgentMayEditWorkflows {
+		lim.ForbidWorkflows = "PRLOOP_AGENT_MAY_EDIT_WORKFLOWS=false"
+	}
+	return lim
 }
 
 // limitsUnder are the service's limits under e: its fix cycles, and the
 // agent's timeout, budget and workflow rule (the file's, cut to the
 // operator's ceilings by policy.Resolve).
-func (s *Service) limitsUnder(e policy.Effective) limits {
-	lim := s.limits()
+func (c Config) limitsUnder(e policy.Effective) limits {
+	lim := c.limits()
 	lim.MaxFixCycles = e.MaxFixCycles.V
 	lim.AgentTimeout, lim.AgentBudget = e.AgentTimeout.V, e.AgentBudget.V
 	lim.BudgetSetting = e.AgentBudget.Named("agent.budget", "PRLOOP_AGENT_BUDGET")

@@ -59,7 +59,7 @@ func TestLimitsUnder_AgentSection(t *testing.T) {
 				f, err = policy.Decode(policy.Path, []byte(tt.file))
 				require.NoError(t, err)
 			}
-			got := svc.limitsUnder(policy.Resolve(o, f, "main"))
+			got := svc.cfg.limitsUnder(policy.Resolve(o, f, "main"))
 			assert.Equal(t, tt.want.AgentTimeout, got.AgentTimeout, "timeout")
 			assert.Equal(t, tt.want.AgentBudget, got.AgentBudget, "budget")
 			assert.Equal(t, tt.want.BudgetSetting, got.BudgetSetting)

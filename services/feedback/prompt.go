@@ -76,7 +76,7 @@ type PromptData struct {
 	// maxLeftOut; LeftOutCount counts them all.
 	LeftOut      []PromptComment
 	LeftOutCount int
-	// Checks are the failing checks to make pass (checks.go), quoted by
+	// Checks are the failing checks to make pass (plan_checks.go), quoted by
 	// the template "checks".
 	Checks []PromptCheck
 	// Candidate is set when the checks failed on the speculative queue's

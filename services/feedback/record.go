@@ -91,11 +91,11 @@ type Request struct {
 	// feedback earlier fixes addressed (see events.FeedbackReceived).
 	Anchor    time.Time
 	Addressed []string
-	// Conflict is set for a PRConflictResolveRequested (conflict.go): the
+	// Conflict is set for a PRConflictResolveRequested (plan_conflict.go): the
 	// agent resolves the head's conflict with the base instead of review
 	// feedback.
 	Conflict *Conflict
-	// Checks is set for a PRChecksFailed (checks.go): the agent makes the
+	// Checks is set for a PRChecksFailed (plan_checks.go): the agent makes the
 	// failing checks pass (and addresses the change request on the head
 	// too when one stands).
 	Checks *ChecksFailure
@@ -183,7 +183,7 @@ type Record struct {
 	BaseMerge string    `json:"base_merge,omitempty"`
 	PushedAt  time.Time `json:"pushed_at,omitempty"`
 	// Audience is whom the note about the fix is for, decided from the
-	// feedback gathered for the agent (see notify.go).
+	// feedback gathered for the agent (see plan_notify.go).
 	Audience *Audience `json:"audience,omitempty"`
 	// Outcome is set once the result was published.
 	Outcome   Outcome `json:"outcome,omitempty"`

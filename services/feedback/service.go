@@ -57,11 +57,12 @@ const Name = "feedback"
 // Types are the event types the service consumes.
 // PRCreateRequested asks it to push a branch and open its pull request
 // (open.go): it owns the mirror and the pushing. PRConflictResolveRequested
-// asks it to have the agent resolve a conflict with the base (conflict.go).
-// PRChecksFailed asks it to re-run or fix failing checks (checks.go).
-// PRMergeFailed with reason candidate_failed hands it a candidate's
-// failure: the agent makes the PR pass on the current base (checks.go);
-// every other PRMergeFailed is ignored.
+// asks it to have the agent resolve a conflict with the base
+// (plan_conflict.go, attempt_conflict.go). PRChecksFailed asks it to re-run
+// or fix failing checks (plan_checks.go, attempt_checks.go). PRMergeFailed
+// with reason candidate_failed hands it a candidate's failure: the agent
+// makes the PR pass on the current base (plan_checks.go); every other
+// PRMergeFailed is ignored.
 var Types = []events.Type{events.TypeCreateRequested, events.TypeFeedbackReceived, events.TypeConflictResolveRequested, events.TypeChecksFailed, events.TypeMergeFailed}
 
 // GitHub is the part of the GitHub client the service uses.
@@ -70,7 +71,7 @@ type GitHub interface {
 	GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error)
 	GetPermission(ctx context.Context, repo ghref.Repo, login string) (string, error)
 	GitToken(ctx context.Context) (github.Secret, error)
-	// Telling the reviewers that a fix is ready (notify.go).
+	// Telling the reviewers that a fix is ready (attempt_notify.go).
 	CreateIssueComment(ctx context.Context, pr ghref.PR, body string) (*gh.IssueComment, error)
 	ReplyToReviewComment(ctx context.Context, pr ghref.PR, commentID int64, body string) (*gh.PullRequestComment, error)
 	RequestReviewers(ctx context.Context, pr ghref.PR, logins ...string) error
@@ -138,12 +139,7 @@ type Service struct {
 // New builds the service. It fails only on a prompt template that does not
 // parse or a workspace directory that cannot be resolved.
 func New(cfg Config, d Deps) (*Service, error) {
-	if cfg.CheckLogLines <= 0 {
-		cfg.CheckLogLines = 200
-	}
-	if cfg.CheckLogBytes <= 0 {
-		cfg.CheckLogBytes = 20 << 10
-	}
+	cfg = cfg.withDefaults()
 	if d.Now == nil {
 		d.Now = time.Now
 	}

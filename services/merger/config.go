@@ -34,8 +34,14 @@ const (
 )
 
 // DefaultStatusContext is the context of prloop's own commit status when
-// PRLOOP_STATUS_CONTEXT is not set.
+// PRLOOP_STATUS_CONTEXT is not set: a constant for tests, equal to the
+// variable's tag (statusContext reads the tag;
+// TestConfig_DefaultsAreTheTags keeps the two equal).
 const DefaultStatusContext = "prloop"
+
+// defaults is the merger's configuration at its tags' defaults: what the
+// accessors below fall back to for a Config built in code.
+var defaults = config.MustDefaults[Config]()
 
 // Config is the merger's configuration, read from PRLOOP_* variables.
 type Config struct {
@@ -112,19 +118,20 @@ func (c Config) statusContext() string {
 	return DefaultStatusContext
 }
 
-// queueMode is PRLOOP_QUEUE_MODE, serial when unset (a Config built in
-// code).
+// queueMode is PRLOOP_QUEUE_MODE, its default (serial) when unset (a
+// Config built in code).
 func (c Config) queueMode() string {
 	if c.QueueMode == "" {
-		return QueueSerial
+		return defaults.QueueMode
 	}
 	return c.QueueMode
 }
 
-// queueDepth is PRLOOP_QUEUE_DEPTH, 4 when unset (a Config built in code).
+// queueDepth is PRLOOP_QUEUE_DEPTH, its default when unset (a Config built
+// in code).
 func (c Config) queueDepth() int {
 	if c.QueueDepth < 1 {
-		return 4
+		return defaults.QueueDepth
 	}
 	return c.QueueDepth
 }

@@ -488,7 +488,7 @@ func backoff(failures int, poll time.Duration) (int, time.Duration, bool) {
 	if n >= maxFailures {
 		return n, 0, true
 	}
-	return n, min(poll<<(n-1), 5*time.Minute), false
+	return n, retryPolicy(poll).Delay(n), false
 }
 
 // announceUpdate is PRBranchUpdated for the entry's head when prloop made

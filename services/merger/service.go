@@ -298,7 +298,7 @@ func (s *Service) settleRepo(ctx context.Context, ps []storedPending) {
 		p.LastError = err.Error()
 		// No give-up: a repository whose GitHub does not answer cannot
 		// merge anyway, and the approval keeps its place in line.
-		delay := min(s.cfg.PollInterval<<min(p.Failures-1, 20), 5*time.Minute)
+		delay := retryPolicy(s.cfg.PollInterval).Delay(p.Failures)
 		p.NotBefore = s.d.Now().Add(delay)
 		s.log.Warn("cannot queue approval yet; will retry", "pr", p.PR.String(), "seq", p.Seq, "err", err,
 			"failures", p.Failures, "retry_in", delay)

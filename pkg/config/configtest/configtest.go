@@ -3,8 +3,11 @@
 package configtest
 
 import (
+	"os"
+	"strings"
 	"testing"
 
+	"github.com/kelseyhightower/envconfig"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -54,4 +57,25 @@ func Run[T any, P interface {
 			}
 		})
 	}
+}
+
+// DefaultsAreTheTags checks that config.Defaults[T] is what loading T from
+// an environment without PRLOOP_* variables gives (validation aside), so
+// that the `default:` tags are the one place T's defaults are written and
+// Defaults reads them as envconfig does. It unsets the test's PRLOOP_*
+// variables (restored after it), so the test cannot run in parallel.
+func DefaultsAreTheTags[T any](t *testing.T) T {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, config.Prefix) {
+			t.Setenv(k, "") // restored after the test
+			require.NoError(t, os.Unsetenv(k))
+		}
+	}
+	var loaded T
+	require.NoError(t, envconfig.Process("", &loaded))
+	got, err := config.Defaults[T]()
+	require.NoError(t, err)
+	assert.Equal(t, loaded, got)
+	return got
 }

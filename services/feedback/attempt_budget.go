@@ -25,14 +25,13 @@ const summaryFinalBytes = 1000
 // (a non-nil Result); the day's spent waits for the next UTC day and asks
 // for the loop to start over (wait).
 func (a *attempt) budgetGate(ctx context.Context) (res *Result, wait bool, err error) {
-	s := a.s
-	now := s.d.Now()
-	day, err := s.records.daySpent(ctx, now)
+	now := a.now()
+	day, err := a.records.daySpent(ctx, now)
 	if err != nil {
 		return nil, false, err
 	}
 	a.dayCost = day
-	call := judgeBudget(s.cfg.budget(), spend{PRCostUSD: a.rec.AgentCostUSD, DayCostUSD: day})
+	call := judgeBudget(a.cfg.budget(), spend{PRCostUSD: a.rec.AgentCostUSD, DayCostUSD: day})
 	switch call.Kind {
 	case budgetPRCost:
 		a.log.Warn("the PR's agent cost budget is spent; escalating", "figures", call.Figures)
@@ -44,7 +43,7 @@ func (a *attempt) budgetGate(ctx context.Context) (res *Result, wait bool, err e
 		if err := a.announceWait(ctx, day, until); err != nil {
 			return nil, false, err
 		}
-		if err := s.sleep(ctx, until.Sub(now)); err != nil {
+		if err := a.sleep(ctx, until.Sub(now)); err != nil {
 			return nil, false, err
 		}
 		return nil, true, nil
@@ -65,7 +64,7 @@ func (a *attempt) announceWait(ctx context.Context, day float64, until time.Time
 		}
 	}
 	return a.emitWait(ctx, &events.AgentWaiting{State: events.AgentWaitStarted, SpentUSD: roundCents(day),
-		BudgetUSD: a.s.cfg.budget().DailyCostUSD, ResumeAt: until})
+		BudgetUSD: a.cfg.budget().DailyCostUSD, ResumeAt: until})
 }
 
 // announceResume tells the views that a wait announced is over and the
@@ -87,7 +86,7 @@ func (a *attempt) emitWait(ctx context.Context, w *events.AgentWaiting) error {
 		return err
 	}
 	w.Base, w.Reason, w.FixCycle = events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, events.AgentWaitDailyBudget, a.req.FixCycle
-	_, dup, err := a.s.emit.Emit(ctx, w, ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), w.State, w.ResumeAt.UTC().Format(time.DateOnly), a.req.EventID)
+	_, dup, err := a.emit.Emit(ctx, w, ghref.EventSHA(a.req.HeadSHA), strconv.Itoa(a.req.FixCycle), w.State, w.ResumeAt.UTC().Format(time.DateOnly), a.req.EventID)
 	if err != nil {
 		return err
 	}
@@ -99,15 +98,15 @@ func (a *attempt) emitWait(ctx context.Context, w *events.AgentWaiting) error {
 // budget check after each line, and where its stats go.
 func (a *attempt) streamed(_ context.Context, run *AgentRun, logFile string) {
 	a.stats, a.stoppedBy, a.budgetFigures = nil, budgetOK, ""
-	if a.s.spec.Preset == PresetCommand {
+	if a.spec.Preset == PresetCommand {
 		return
 	}
 	run.Transcript = strings.TrimSuffix(logFile, ".log") + ".jsonl"
 	a.transcript = run.Transcript
-	run.Stats = &RunStats{Preset: a.s.spec.Preset}
+	run.Stats = &RunStats{Preset: a.spec.Preset}
 	a.stats = run.Stats
 	// Read here, not in Check: Check runs on the stream's goroutine.
-	b, prCost, dayCost := a.s.cfg.budget(), a.rec.AgentCostUSD, a.dayCost
+	b, prCost, dayCost := a.cfg.budget(), a.rec.AgentCostUSD, a.dayCost
 	run.Check = func(st RunStats) error {
 		if call := judgeBudget(b, spend{Turns: st.Turns, RunCostUSD: st.CostUSD, PRCostUSD: prCost, DayCostUSD: dayCost}); call.Kind != budgetOK {
 			return &BudgetError{call: call}
@@ -128,7 +127,7 @@ func (a *attempt) account(ctx context.Context, run AgentRun, agentErr error) {
 		// The day's spend is shared by all PRs: a failure to count it is
 		// logged, not a reason to lose the run's work.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := a.s.records.addDaySpend(sctx, a.s.d.Now(), st.CostUSD); err != nil {
+		if err := a.records.addDaySpend(sctx, a.now(), st.CostUSD); err != nil {
 			a.log.Warn("the day's agent spend was not counted", "err", err, "cost_usd", st.CostUSD)
 		}
 		cancel()
@@ -145,7 +144,7 @@ func (a *attempt) account(ctx context.Context, run AgentRun, agentErr error) {
 	case agentErr != nil:
 		outcome = metrics.AgentRunFailed
 	}
-	a.s.d.Metrics.Agent.Run(string(st.Preset), outcome, st.Turns, st.CostUSD)
+	a.metrics.Agent.Run(string(st.Preset), outcome, st.Turns, st.CostUSD)
 	a.log.Info("agent run's stream", "preset", st.Preset, "turns", st.Turns, "cost_usd", st.CostUSD, "cost_reported", st.CostReported,
 		"pr_cost_usd", a.rec.AgentCostUSD, "tools", st.Tools, "denials", st.Denials, "subtype", st.Subtype, "budget", a.stoppedBy)
 }

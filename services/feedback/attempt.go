@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
 	gh "github.com/google/go-github/v66/github"
@@ -20,6 +21,7 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/metrics"
+	"github.com/prloop/prloop/pkg/policy"
 	"github.com/prloop/prloop/pkg/review"
 )
 
@@ -75,22 +77,6 @@ func attemptOutcome(res Result, err error) string {
 	return string(res.Outcome)
 }
 
-// Git is prloop's git on both sides of the wall, as an attempt uses it
-// (realGit; fakes in the executor's tests).
-type Git interface {
-	Adopt(ctx context.Context, wt *Worktree, start string, resuming bool) (string, error)
-	Clone(ctx context.Context, wt Worktree, start string) error
-	Reset(ctx context.Context, wt Worktree, start string) error
-	HasCommit(ctx context.Context, wt Worktree, sha string) bool
-	Export(ctx context.Context, wt Worktree, start, message string, exclude ...string) (string, error)
-	Sync(ctx context.Context, wt Worktree) (string, error)
-	IsAncestor(ctx context.Context, wt Worktree, a, b string) (bool, error)
-	Inspect(ctx context.Context, wt Worktree, start, target string, maxCommits int, forbidWorkflows string) error
-	Push(ctx context.Context, wt Worktree, target string) error
-}
-
-var _ Git = (*realGit)(nil)
-
 // Agent runs the coding agent (sandboxAgent; fakes in the executor's
 // tests).
 type Agent interface {
@@ -120,7 +106,7 @@ func (s *Service) address(ctx context.Context, req Request) (Result, error) {
 			log.Warn("lease lost; stopping the attempt", "err", cause)
 		}
 	})
-	a := &attempt{s: s, req: req, lease: lease, log: log}
+	a := &attempt{attemptDeps: s.attemptDeps(), req: req, lease: lease, log: log}
 	res, err := a.run(actx)
 	cause := context.Cause(actx)
 	release()
@@ -140,25 +126,44 @@ func settledResult(act action, log *slog.Logger) Result {
 	return Result{Outcome: OutcomeDuplicate, NewHead: act.rec.NewHead}
 }
 
-// limits are the policy's settings from the configuration.
-func (s *Service) limits() limits {
-	lim := limits{
-		MaxFixCycles: s.cfg.MaxFixCycles, Label: s.cfg.EscalationLabel,
-		AgentAttempts: s.cfg.AgentAttempts, AgentBudget: s.cfg.AgentBudget, AgentBackoff: s.cfg.AgentBackoff,
-		AgentTimeout:  s.cfg.AgentTimeout,
-		BudgetSetting: fmt.Sprintf("PRLOOP_AGENT_BUDGET=%s", s.cfg.AgentBudget),
-		Rerun:         s.cfg.RerunFailedChecks, MaxCIFixCycles: s.cfg.MaxCIFixCycles,
+// attemptDeps are what an attempt uses of its service, given to it
+// explicitly when it starts: the settings, the clock, GitHub, the records
+// and the emitter, the agent and its command, the prompt's template and
+// review policy, the base's policy reader, git, the wait between runs and
+// the workspace. An attempt reaches nothing else of the Service.
+type attemptDeps struct {
+	cfg      Config
+	gh       GitHub
+	now      func() time.Time
+	holder   string // this replica, in the record it writes
+	environ  func() []string
+	metrics  *metrics.Feedback
+	records  records
+	emit     *events.Emitter
+	agent    Agent
+	spec     agentSpec
+	tmpl     *template.Template
+	auth     *review.Authorization
+	policy   review.Policy
+	pol      *policy.Reader
+	newGit   func(env []string) Git
+	sleep    func(ctx context.Context, d time.Duration) error
+	worksDir string
+}
+
+// attemptDeps are the service's parts an attempt uses.
+func (s *Service) attemptDeps() attemptDeps {
+	return attemptDeps{
+		cfg: s.cfg, gh: s.d.GitHub, now: s.d.Now, holder: s.d.Holder, environ: s.d.Environ, metrics: s.d.Metrics,
+		records: s.records, emit: s.emit, agent: s.agent, spec: s.spec, tmpl: s.tmpl,
+		auth: s.auth, policy: s.policy, pol: s.pol, newGit: s.newGit, sleep: s.sleep, worksDir: s.worksDir,
 	}
-	if !s.cfg.AgentMayEditWorkflows {
-		lim.ForbidWorkflows = "PRLOOP_AGENT_MAY_EDIT_WORKFLOWS=false"
-	}
-	return lim
 }
 
 // attempt is one replica's work on one change request, under its lease:
 // the executor of the policy's actions.
 type attempt struct {
-	s     *Service
+	attemptDeps
 	req   Request
 	lease *kvlease.Lease
 	log   *slog.Logger
@@ -190,9 +195,9 @@ type attempt struct {
 }
 
 func (a *attempt) run(ctx context.Context) (Result, error) {
-	s, req := a.s, a.req
+	req := a.req
 	var err error
-	if a.prev, a.recRev, err = s.records.get(ctx, req.PR); err != nil {
+	if a.prev, a.recRev, err = a.records.get(ctx, req.PR); err != nil {
 		return Result{}, err
 	}
 	if act, ok := settled(req, a.prev); ok {
@@ -206,10 +211,10 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 	} else {
 		snap = snapshot{
 			Found: true, Open: a.pull.GetState() == "open" && !a.pull.GetMerged(),
-			Labelled: hasLabel(a.pull, s.cfg.EscalationLabel), Head: a.pull.GetHead().GetSHA(),
+			Labelled: hasLabel(a.pull, a.cfg.EscalationLabel), Head: a.pull.GetHead().GetSHA(),
 		}
 	}
-	a.lim = s.limits()
+	a.lim = a.cfg.limits()
 	if snap.Found {
 		eff, err := a.policyOf(ctx)
 		if err != nil {
@@ -219,7 +224,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 			a.log.Warn("the base's policy file is invalid; no agent runs", "why", eff.Invalid)
 			return a.skip(ctx, eff.Invalid.Error())
 		}
-		a.lim = s.limitsUnder(eff)
+		a.lim = a.cfg.limitsUnder(eff)
 	}
 	act := plan(req, a.prev, snap, a.lim)
 	a.rec, a.cycle = act.rec, act.cycle
@@ -244,7 +249,7 @@ func (a *attempt) run(ctx context.Context) (Result, error) {
 		a.log.Info(act.note+"; nothing to do", "why", act.why)
 		return a.skip(ctx, act.why)
 	case actEscalate:
-		a.log.Info(act.note+"; escalating", "max", s.cfg.MaxFixCycles)
+		a.log.Info(act.note+"; escalating", "max", a.cfg.MaxFixCycles)
 		detail := act.detail
 		if req.Checks != nil {
 			// The comment quotes what fails, so that the human starts there.
@@ -332,7 +337,7 @@ func (a *attempt) resume(ctx context.Context, mode resumeMode) (Result, bool, er
 
 // fix runs the agent until a fix is verified or the runs are used up.
 func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
-	s, start, lim := a.s, a.req.HeadSHA, a.lim
+	start, lim := a.req.HeadSHA, a.lim
 	var lastErr error
 	if a.rec.LastError != "" {
 		lastErr = errors.New(a.rec.LastError) // from before an interruption
@@ -340,7 +345,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 	for st := next(a.rec, lim); st.kind != stepRunsUsedUp; st = next(a.rec, lim) {
 		if st.wait > 0 {
 			a.log.Info("retrying the agent", "after", st.wait, "runs", a.rec.Runs, "last_error", errText(lastErr))
-			if err := s.sleep(ctx, st.wait); err != nil {
+			if err := a.sleep(ctx, st.wait); err != nil {
 				return Result{}, err
 			}
 		}
@@ -366,16 +371,16 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 		}
 		logFile := a.logFile(a.rec.Runs)
 		a.logs = append(a.logs, logFile)
-		a.log.Info("running the agent", "run", a.rec.Runs, "of", s.cfg.AgentAttempts, "worktree", a.wt.Dir, "log", logFile)
+		a.log.Info("running the agent", "run", a.rec.Runs, "of", a.cfg.AgentAttempts, "worktree", a.wt.Dir, "log", logFile)
 		began := time.Now()
 		run := AgentRun{
 			Dir: a.wt.Dir, Prompt: prompt, PromptFile: filepath.Join(a.files, "prompt.md"), LogFile: logFile,
 			Env: append(append(slices.Clip(a.env), "PRLOOP_PR="+a.req.PR.String(), "PRLOOP_BRANCH="+a.wt.Branch),
-				agentIdentity(s.cfg.GitAuthorName, s.cfg.GitAuthorEmail)...),
+				agentIdentity(a.cfg.GitAuthorName, a.cfg.GitAuthorEmail)...),
 			Timeout: st.timeout,
 		}
 		a.streamed(ctx, &run, logFile)
-		agentErr := s.agent.Run(ctx, run)
+		agentErr := a.agent.Run(ctx, run)
 		a.rec.AgentSpent += time.Since(began)
 		a.account(ctx, run, agentErr)
 		if ctx.Err() != nil {
@@ -418,7 +423,7 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 			fixed, err = a.verify(ctx, result)
 		}
 		v := classify(agentErr, err)
-		s.d.Metrics.AgentRun(v.metric())
+		a.metrics.AgentRun(v.metric())
 		if res, again, err := a.overBudget(ctx, agentErr, err); res != nil || err != nil {
 			return derefResult(res), err
 		} else if again {
@@ -459,16 +464,15 @@ func (a *attempt) fix(ctx context.Context, prompt string) (Result, error) {
 // setup prepares the credentials-free environment and the worktree: the
 // watch request's worktree when it is usable, prloop's own clone otherwise.
 func (a *attempt) setup(ctx context.Context, resuming bool) error {
-	s := a.s
-	tok, err := s.d.GitHub.GitToken(ctx)
+	tok, err := a.gh.GitToken(ctx)
 	if err != nil {
 		return err
 	}
-	a.env = SafeEnv(s.d.Environ(), tok.Reveal())
-	a.git = s.newGit(a.env)
+	a.env = SafeEnv(a.environ(), tok.Reveal())
+	a.git = a.newGit(a.env)
 
 	pr, userWT := a.req.PR, a.req.Worktree
-	base := filepath.Join(s.worksDir, strings.ToLower(pr.Owner), strings.ToLower(pr.Repo))
+	base := filepath.Join(a.worksDir, strings.ToLower(pr.Owner), strings.ToLower(pr.Repo))
 	a.files = filepath.Join(base, "pr-"+strconv.Itoa(pr.Number)+".d")
 	if err := os.MkdirAll(a.files, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", a.files, err)
@@ -504,7 +508,7 @@ func (a *attempt) setup(ctx context.Context, resuming bool) error {
 // prompt gathers the feedback and renders the prompt; "" means there is
 // nothing to address.
 func (a *attempt) prompt(ctx context.Context) (string, error) {
-	s, req := a.s, a.req
+	req := a.req
 	pr, head := req.PR, req.HeadSHA
 	checks, err := a.gatherChecks(ctx)
 	if err != nil {
@@ -522,7 +526,7 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 		a.log.Info("no anchor for the head in the change request")
 		return "", nil
 	}
-	sig, err := review.Gather(ctx, timeoutSource{s.d.GitHub}, pr, at)
+	sig, err := review.Gather(ctx, timeoutSource{a.gh}, pr, at)
 	if err != nil {
 		return "", err
 	}
@@ -537,7 +541,7 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	pol, perms := eff.Review(ctx, s.policy, s.auth, pr.RepoRef(), a.log)
+	pol, perms := eff.Review(ctx, a.policy, a.auth, pr.RepoRef(), a.log)
 	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: at, Author: a.pull.GetUser().GetLogin(), Addressed: addressed}, pol, perms.Authorized)
 	if err := perms.Err(); err != nil {
 		// Without every reviewer's permission the feedback is not known:
@@ -556,7 +560,7 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 	aud := audienceOf(v.Feedback, pol.Quorum)
 	a.rec.Audience = &aud
 	return a.render(PromptData{
-		Comments: Comments(v.Feedback, s.cfg.PromptMaxBytes),
+		Comments: Comments(v.Feedback, a.cfg.PromptMaxBytes),
 		LeftOut:  LeftOut(v.Ignored), LeftOutCount: len(v.Ignored), Checks: checks,
 	})
 }
@@ -564,7 +568,7 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 // render fills in what every prompt says of the PR, the spec context,
 // and renders the template with data's feedback and checks.
 func (a *attempt) render(data PromptData) (string, error) {
-	s, req, pr := a.s, a.req, a.req.PR
+	req, pr := a.req, a.req.PR
 	data.URL, data.Ref, data.Title, data.Branch = a.pull.GetHTMLURL(), pr.String(), SanitizeLine(a.pull.GetTitle()), SanitizeLine(a.wt.Branch)
 	data.HeadSHA, data.FixCycle, data.ContextPath = req.HeadSHA, a.cycle, SanitizeLine(req.ContextPath)
 	if data.URL == "" {
@@ -578,7 +582,7 @@ func (a *attempt) render(data PromptData) (string, error) {
 			if root == "" {
 				continue
 			}
-			if data.Context, data.ContextOmitted, err = ReadContext(root, req.ContextPath, s.cfg.ContextMaxBytes); err == nil {
+			if data.Context, data.ContextOmitted, err = ReadContext(root, req.ContextPath, a.cfg.ContextMaxBytes); err == nil {
 				break
 			}
 		}
@@ -587,7 +591,7 @@ func (a *attempt) render(data PromptData) (string, error) {
 		}
 	}
 	a.log.Info("feedback gathered", "comments", len(data.Comments), "checks", len(data.Checks), "context_files", len(data.Context))
-	return Render(s.tmpl, data)
+	return Render(a.tmpl, data)
 }
 
 // fixResult is a verified fix.
@@ -647,7 +651,7 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 				return fixResult{}, err
 			}
 		}
-		at := a.s.d.Now()
+		at := a.now()
 		if a.rec.PushedSHA == target && !a.rec.PushedAt.IsZero() {
 			at = a.rec.PushedAt
 		}
@@ -662,7 +666,7 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 		// comes after it is the agent's.
 		err = a.checkFromBaseMerge(ctx, target)
 	} else {
-		err = a.git.Inspect(ctx, a.wt, remote, target, a.s.cfg.AgentMaxCommits, a.lim.ForbidWorkflows)
+		err = a.git.Inspect(ctx, a.wt, remote, target, a.cfg.AgentMaxCommits, a.lim.ForbidWorkflows)
 	}
 	if err != nil {
 		return fixResult{}, err
@@ -673,7 +677,7 @@ func (a *attempt) verify(ctx context.Context, result string) (fixResult, error) 
 	if err := a.git.Push(ctx, a.wt, target); err != nil {
 		return fixResult{}, err
 	}
-	at := a.s.d.Now()
+	at := a.now()
 	a.log.Info("pushed the fix", "new_head", ghref.EventSHA(target))
 	a.rec.Phase, a.rec.PushedSHA, a.rec.PushedAt = PhasePushed, target, at
 	if err := a.save(ctx); err != nil {
@@ -699,7 +703,7 @@ func (a *attempt) awaitHead(ctx context.Context, want string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pushed %s to %s but GitHub shows head %s after %s", ghref.EventSHA(want), a.req.PR, ghref.EventSHA(got), pushVisibleWait)
 		}
-		if err := a.s.sleep(ctx, wait); err != nil {
+		if err := a.sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
@@ -720,7 +724,7 @@ func (a *attempt) remoteHead(ctx context.Context) (string, error) {
 func (a *attempt) getPull(ctx context.Context) (*gh.PullRequest, error) {
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	return a.s.d.GitHub.GetPull(ctx, a.req.PR)
+	return a.gh.GetPull(ctx, a.req.PR)
 }
 
 // addressed publishes the fix and records that it did. The poller counts
@@ -737,7 +741,7 @@ func (a *attempt) addressed(ctx context.Context, res fixResult) (Result, error) 
 			SanitizeLine(c.BaseBranch), ghref.ShortSHA(a.rec.ConflictBase), detail), "; ")
 		parts = append(parts, "conflict", ghref.EventSHA(c.BaseSHA))
 	}
-	_, dup, err := a.s.emit.Emit(ctx, &events.FeedbackAddressed{
+	_, dup, err := a.emit.Emit(ctx, &events.FeedbackAddressed{
 		Base: events.Base{PR: pr, HeadSHA: res.head}, PreviousHeadSHA: a.req.HeadSHA,
 		FixCycle: a.cycle + 1, PushedAt: res.pushedAt.UTC(), Actor: Name, Detail: detail, Agent: a.summary(),
 	}, parts...)
@@ -771,7 +775,7 @@ func (a *attempt) escalate(ctx context.Context, reason events.Reason, lastErr, d
 	// The id carries the change request's event id: a redelivery asks
 	// once, the same change request published anew after a human removed
 	// the label (see "Event ids" in package events) asks again.
-	_, _, err := a.s.emit.Emit(ctx, &events.EscalationRequested{
+	_, _, err := a.emit.Emit(ctx, &events.EscalationRequested{
 		Base: events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, Reason: reason, Severity: events.SeverityBlocking,
 		FixCycle: a.cycle, Detail: detail, LastError: lastErr,
 		HumanReviewRequired: reason == events.ReasonMaxFixCycles, Actor: Name, Epoch: a.req.Epoch, Agent: a.summary(),
@@ -798,7 +802,7 @@ func (a *attempt) skip(ctx context.Context, why string) (Result, error) {
 	if err := a.fence(ctx); err != nil {
 		return Result{}, err
 	}
-	if _, _, err := a.s.emit.Emit(ctx, &events.FeedbackSkipped{
+	if _, _, err := a.emit.Emit(ctx, &events.FeedbackSkipped{
 		Base: events.Base{PR: a.req.PR, HeadSHA: a.req.HeadSHA}, FixCycle: a.req.FixCycle, Actor: Name, Detail: why,
 	}, a.req.EventID); err != nil {
 		return Result{}, err
@@ -821,12 +825,12 @@ func (a *attempt) skipForeign(ctx context.Context, err error) (Result, error) {
 // fence renews the lease before a side effect, so the effect happens
 // while this attempt surely holds the PR: a renewal fails once anyone else
 // has taken the lease.
-func (a *attempt) fence(ctx context.Context) error { return a.s.fence(ctx, a.lease) }
+func (a *attempt) fence(ctx context.Context) error { return fenceLease(ctx, a.lease, a.cfg.LeaseTTL) }
 
-// fence renews lease right before a side effect, bounded well inside its
-// TTL: it fails once anyone else took the lease (attempts and opens).
-func (s *Service) fence(ctx context.Context, lease *kvlease.Lease) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.LeaseTTL/4)
+// fenceLease renews lease right before a side effect, bounded well inside
+// its TTL: it fails once anyone else took the lease (attempts and opens).
+func fenceLease(ctx context.Context, lease *kvlease.Lease, ttl time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, ttl/4)
 	defer cancel()
 	return lease.Renew(ctx)
 }
@@ -836,8 +840,8 @@ func (a *attempt) save(ctx context.Context) error {
 	if err := a.fence(ctx); err != nil {
 		return err
 	}
-	a.rec.Holder, a.rec.UpdatedAt = a.s.d.Holder, a.s.d.Now().UTC()
-	rev, err := a.s.records.put(ctx, a.req.PR, a.rec, a.recRev)
+	a.rec.Holder, a.rec.UpdatedAt = a.holder, a.now().UTC()
+	rev, err := a.records.put(ctx, a.req.PR, a.rec, a.recRev)
 	if err != nil {
 		return err
 	}
@@ -882,7 +886,7 @@ const notRunnableDetail = "prloop could not run the coding agent's command (exit
 func (a *attempt) redact(s string) string {
 	type path struct{ from, to string }
 	var ps []path
-	for _, p := range []path{{a.wt.Dir, "<worktree>"}, {a.req.Worktree, "<worktree>"}, {a.files, "<prompt dir>"}, {a.s.worksDir, "<workspace>"}} {
+	for _, p := range []path{{a.wt.Dir, "<worktree>"}, {a.req.Worktree, "<worktree>"}, {a.files, "<prompt dir>"}, {a.worksDir, "<workspace>"}} {
 		if p.from != "" && p.from != "/" {
 			ps = append(ps, p)
 		}
@@ -938,4 +942,12 @@ func (t timeoutSource) ListReviewComments(ctx context.Context, pr ghref.PR) ([]*
 	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
 	return t.gh.ListReviewComments(ctx, pr)
+}
+
+// policyOf is the effective policy of the attempt's PR: its base's file
+// now. An invalid file fails closed: the attempt is skipped, and no agent
+// runs in that repository on that base until the file is fixed.
+func (a *attempt) policyOf(ctx context.Context) (policy.Effective, error) {
+	e, _, err := a.pol.At(ctx, a.req.PR.RepoRef(), a.pull.GetBase().GetRef(), "")
+	return e, err
 }
