@@ -82,6 +82,9 @@ type Policy struct {
 	// UpdateMethod names PRBranchUpdated's method.
 	UpdateMethod string
 	MergeMethod  string
+	// QueueDepth is how many PRs of a speculative queue ride in
+	// candidates at once.
+	QueueDepth int
 }
 
 // policy is the configuration's Policy.
@@ -89,7 +92,7 @@ func (c Config) policy() Policy {
 	return Policy{
 		RequireChecks: c.RequireChecks, ChecksTimeout: c.ChecksTimeout, PollInterval: c.PollInterval,
 		MergeRetries: c.MergeRetries, DryRun: c.DryRun, ResolveConflicts: c.ResolveConflicts, DeleteBranch: c.DeleteBranch,
-		UpdateMethod: c.UpdateMethod, MergeMethod: c.MergeMethod,
+		UpdateMethod: c.UpdateMethod, MergeMethod: c.MergeMethod, QueueDepth: c.queueDepth(),
 	}
 }
 

@@ -95,7 +95,7 @@ func invalidated(old, next []Candidate, queued func(ghref.PR) bool) []Candidate 
 // backoff of an error of its own (NotBefore after now). Queue order holds:
 // the PRs behind such an entry wait with it, the PRs ahead of it go on. It
 // is pure.
-func riding(entries []stored, depth int, now time.Time) int {
+func riding(entries []Entry, depth int, now time.Time) int {
 	n := min(len(entries), depth)
 	for i := range n {
 		if entries[i].NotBefore.After(now) {
@@ -143,7 +143,7 @@ func blame(err error, prs []ghref.PR) int {
 }
 
 // prsOf returns the PRs of entries, in order.
-func prsOf(entries []stored) []ghref.PR {
+func prsOf(entries []Entry) []ghref.PR {
 	out := make([]ghref.PR, len(entries))
 	for i, e := range entries {
 		out[i] = e.PR

@@ -453,12 +453,6 @@ func (s *Service) deleteHead(ctx context.Context, st stored, p *gh.PullRequest, 
 	}
 }
 
-// fail gives up on the entry and asks for a human (core's fail).
-func (s *Service) fail(ctx context.Context, st stored, reason events.Reason, why string, log *slog.Logger) error {
-	log.Warn("merge failed; a human is needed", "reason", reason, "why", why, "dry_run", s.cfg.DryRun)
-	return s.saved(s.apply(ctx, &st, nil, fail(st.Entry, reason, why, s.cfg.policy()), log))
-}
-
 // left removes the entry from its queue and counts how it left: once per
 // entry, since a resumed entry that already left is no longer listed.
 func (s *Service) left(ctx context.Context, st stored, result string) error {
@@ -479,26 +473,4 @@ func (s *Service) retryLater(ctx context.Context, st *stored, cause error, log *
 	t := backOff(st.Entry, cause, s.d.Now(), s.cfg.policy())
 	log.Warn("merge step failed; will retry", "err", cause, "failures", t.Next.Failures, "leave", t.Leave)
 	return s.saved(s.apply(ctx, st, nil, t, log))
-}
-
-// recovered resets the entry's count of errors in a row once a pass over
-// it went through (it read GitHub and could wait or act); it writes the
-// entry only when there was a count.
-func (s *Service) recovered(ctx context.Context, st *stored) error {
-	if st.Failures == 0 {
-		return nil
-	}
-	st.Failures = 0
-	return s.q.save(ctx, st)
-}
-
-// announce publishes PRMergeWaiting for the entry when what its head
-// waits for changed (core's announceWaiting), outside process.
-func (s *Service) announce(ctx context.Context, st *stored, c Checks, log *slog.Logger) error {
-	next := st.Entry
-	evs := announceWaiting(&next, c)
-	if len(evs) == 0 {
-		return nil
-	}
-	return s.apply(ctx, st, nil, Transition{Next: next, Events: evs, Why: "waiting for checks"}, log)
 }
