@@ -129,6 +129,10 @@ type Observation struct {
 	Compare headVsBase
 	// Tip is the base tip, read last (the speculative queue's merges).
 	Tip string
+	// Settings are how the base's policy has the PR merged, read before
+	// the tip at the tip the candidate was built on (the speculative
+	// queue's merges): nil when not read, and the executor reads them.
+	Settings *mergeSettings
 }
 
 // Outcome is what a command found out.
@@ -196,6 +200,11 @@ type cmdUpdate struct{ From string }
 type cmdMerge struct {
 	Head, Tree string
 	Landing    landing
+	// Settings, when set, are the base's policy for the merge, read
+	// before the tip Landing holds: the executor does not read them
+	// again, so that nothing stands between that read of the tip and the
+	// merge call.
+	Settings *mergeSettings
 }
 
 // cmdDeleteBranch deletes the merged PR's head branch when it lives in

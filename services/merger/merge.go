@@ -306,9 +306,15 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 	// only when that is still the tip, and the policy's requests do not
 	// stand between the last read of the tip and the merge call (GitHub's
 	// merge call does not guard the tip).
-	ms, err := s.mergeSettingsOf(ctx, st.PR, st.Base, cmp.Or(l.BuiltOn, l.Tip), c.Head, l.Approval.Approvers)
-	if err != nil {
-		return Outcome{Kind: transient, Err: err}
+	// The speculative queue read them already, before its read of the tip.
+	var ms mergeSettings
+	if c.Settings != nil {
+		ms = *c.Settings
+	} else {
+		var err error
+		if ms, err = s.mergeSettingsOf(ctx, st.PR, st.Base, cmp.Or(l.BuiltOn, l.Tip), c.Head, l.Approval.Approvers); err != nil {
+			return Outcome{Kind: transient, Err: err}
+		}
 	}
 	if ms.Hold != "" {
 		return Outcome{Kind: withheld, Verdict: landVerdict{Refusal: refusedApproval, Reason: events.ReasonApprovalWithdrawn, Why: ms.Hold}}

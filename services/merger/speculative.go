@@ -670,7 +670,7 @@ func (sp *speculation) mergeUpTo(ctx context.Context, entries []stored, chain []
 	for i, st := range entries {
 		c := chain[i]
 		log := sp.log.With("pr", st.PR.String())
-		p, o, err := sp.observeLanding(ctx, st, log)
+		p, o, err := sp.observeLanding(ctx, st, expect, log)
 		if err != nil {
 			return s.retryLater(ctx, &st, err, log)
 		}
@@ -703,9 +703,15 @@ func (sp *speculation) mergeUpTo(ctx context.Context, entries []stored, chain []
 }
 
 // observeLanding reads what land judges, right before the merge: the PR,
-// its approval (when it is still on the queued head), and last the base
-// tip.
-func (sp *speculation) observeLanding(ctx context.Context, st stored, log *slog.Logger) (*gh.PullRequest, Observation, error) {
+// its approval (when it is still on the queued head), the base's policy
+// for the merge (when that approval stands), and last the base tip. The
+// policy is read at builtOn, the tip the candidate was built on, before
+// the tip is read for the last time, as the serial queue's executor reads
+// it: mayLand lets the merge go only when builtOn is still the tip, and
+// the policy's requests (the file, the comparison, the file's blobs) do
+// not stand between that read and the merge call, which does not guard
+// the tip.
+func (sp *speculation) observeLanding(ctx context.Context, st stored, builtOn string, log *slog.Logger) (*gh.PullRequest, Observation, error) {
 	s := sp.s
 	p, err := s.d.GitHub.GetPull(ctx, st.PR)
 	if err != nil {
@@ -716,6 +722,13 @@ func (sp *speculation) observeLanding(ctx context.Context, st stored, log *slog.
 		if o.Approval, err = s.verify(ctx, st.PR, st.approvalOf(p), log); err != nil {
 			return nil, Observation{}, err
 		}
+	}
+	if o.Approval.Approved {
+		ms, err := s.mergeSettingsOf(ctx, st.PR, st.Base, builtOn, st.Head, o.Approval.Approvers)
+		if err != nil {
+			return nil, Observation{}, err
+		}
+		o.Settings = &ms
 	}
 	tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
 	if err != nil {
