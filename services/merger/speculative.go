@@ -283,7 +283,7 @@ func (sp *speculation) carryOut(ctx context.Context, t batchTransition, ps *pass
 				log.Warn("merge step failed; will retry", "why", c.T.Why, "failures", c.T.Next.Failures)
 			}
 			if err := s.apply(ctx, st, ps.pull(c.Index), c.T, log); err != nil {
-				return t.More, s.saved(err)
+				return t.More, unlessReplaced(err)
 			}
 		case cmdMergeUpTo:
 			return true, sp.mergeUpTo(ctx, ps.entries[:len(c.Candidates)], c.Candidates, c.Judged, c.BuiltOn)
@@ -359,7 +359,7 @@ func (sp *speculation) readRiders(ctx context.Context, entries []stored) ([]Obse
 		case wants(st.Entry, v).MergedTree:
 			// Merged by prloop, and the answer was lost: checked as if it
 			// had come.
-			obs[i].MergedTree, err = s.treeOf(ctx, st, v.MergeSHA)
+			obs[i].MergedTree, err = s.readTree(ctx, st, v.MergeSHA)
 		}
 		return about(st.PR, err)
 	})
@@ -373,7 +373,7 @@ func (sp *speculation) readRiders(ctx context.Context, entries []stored) ([]Obse
 // candidates, and, once for every candidate, what their base requires.
 func (sp *speculation) readCandidateChecks(ctx context.Context, first Entry, chain []Candidate) ([]string, []ChecksInput, error) {
 	s := sp.s
-	required, err := s.requiredChecks(ctx, first.PR.RepoRef(), first.Base)
+	required, err := s.readRequiredChecks(ctx, first.PR.RepoRef(), first.Base)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -681,7 +681,7 @@ func (sp *speculation) mergeUpTo(ctx context.Context, entries []stored, chain []
 		}
 		out, err := s.execute(ctx, &st, p, t, log)
 		if err != nil || out == nil {
-			return s.saved(err)
+			return unlessReplaced(err)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -724,7 +724,7 @@ func (sp *speculation) observeLanding(ctx context.Context, st stored, builtOn st
 		}
 	}
 	if o.Approval.Approved {
-		ms, err := s.mergeSettingsOf(ctx, st.PR, st.Base, builtOn, st.Head, o.Approval.Approvers)
+		ms, err := s.readMergeSettings(ctx, st.PR, st.Base, builtOn, st.Head, o.Approval.Approvers)
 		if err != nil {
 			return nil, Observation{}, err
 		}
