@@ -476,3 +476,81 @@ func TestStepBatch_SpeculativePassRowByRow(t *testing.T) {
 		})
 	}
 }
+
+// TestStepBatch_APassPhaseByPhase: whole passes as the shell drives them,
+// each phase stepBatch asks for answered in turn (from a queue of three
+// PRs, two riding, whose candidates c1 and c2 earlier passes built),
+// until the commands that end the pass: the order of the reads and side
+// effects is the core's.
+func TestStepBatch_APassPhaseByPhase(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		inputs []ChecksInput // what reported on c1 and c2
+		own    ChecksInput   // what reported on the culprit's own head
+		asked  []string
+		end    []string
+	}{
+		{
+			name:   "a proven batch: the next PR is stacked and pushed, the batch stored, then both merge",
+			inputs: []ChecksInput{statuses("ci"), statuses("ci")},
+			asked: []string{
+				"read 2 riders", "build 2 candidates", "read 2 candidates' checks", "read 2 own heads",
+				"stack 1 from 2", "push c3", "store c1,c2,c3", "built c3",
+			},
+			end: []string{"#1 stays (0 failures, seen [ci])", "#2 stays (0 failures, seen [ci])", "merge c1,c2 on " + short(stepTip)},
+		},
+		{
+			name:   "a culprit: the batch is stored first, then its own head is read, and it leaves for the agent",
+			inputs: []ChecksInput{statuses("ci"), failing()},
+			own:    statuses("ci"),
+			asked: []string{
+				"read 2 riders", "build 2 candidates", "read 2 candidates' checks", "read 1 own heads",
+				"store c1,c2", "read #2's own head",
+			},
+			end: []string{"#1 stays (0 failures, seen [ci])", "#2 leaves " + metrics.MergeDropped + " PRMergeFailed/candidate_failed"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			world, pol := batchFixture(3)
+			pol.QueueDepth = 2
+			o := batchObservation{Now: world.Now, Entries: world.Entries, Batch: Batch{BaseSHA: stepTip, Candidates: world.Chain[:2]}}
+			var asked []string
+			var end batchTransition
+			for range 20 {
+				got := stepBatch(o, pol)
+				if got.Ask == nil {
+					end = got
+					break
+				}
+				asked = append(asked, describe(got)...)
+				switch a := got.Ask.(type) {
+				case askRiders:
+					o.Riders = world.Riders[:a.N]
+				case askBuild:
+					o.Built, o.Chain, o.BaseSHA = true, world.Chain[:a.N], stepTip
+				case askChecks:
+					o.ChecksRead, o.Inputs, o.Required = true, tt.inputs[:a.N], []string{"ci"}
+				case askHeads:
+					o.Heads = make([]ChecksInput, a.N)
+					for i := range o.Heads {
+						o.Heads[i] = statuses("ci")
+					}
+				case askStack:
+					o.Stacked, o.StackedChain, o.StackedFresh = true, world.Chain, world.Chain[a.From:a.From+a.N]
+				case askPush:
+					o.Pushed = true
+				case askStore:
+					o.Stored = true
+				case askOwn:
+					o.Own = &tt.own
+				}
+			}
+			assert.Equal(t, tt.asked, asked)
+			assert.Equal(t, tt.end, describe(end), "why: %s", end.Why)
+			assert.True(t, end.More)
+		})
+	}
+}

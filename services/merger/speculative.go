@@ -184,7 +184,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	for {
 		t := stepBatch(o, pol)
 		if t.Ask == nil {
-			return sp.carryOut(ctx, t, &ps)
+			return sp.carryOut(ctx, t, o, &ps)
 		}
 		if err := sp.answer(ctx, t.Ask, &o, &ps); err != nil {
 			return false, err
@@ -265,12 +265,12 @@ func (sp *speculation) answer(ctx context.Context, ask batchAsk, o *batchObserva
 }
 
 // carryOut executes the commands that end a pass, in order.
-func (sp *speculation) carryOut(ctx context.Context, t batchTransition, ps *passState) (bool, error) {
+func (sp *speculation) carryOut(ctx context.Context, t batchTransition, o batchObservation, ps *passState) (bool, error) {
 	s := sp.s
 	for _, c := range t.Commands {
 		switch c := c.(type) {
 		case cmdClear:
-			return false, sp.clear(ctx)
+			return false, sp.clear(ctx, o.Batch, ps.rev)
 		case cmdFinish:
 			return true, s.finish(ctx, ps.entries[c.Index])
 		case cmdEntry:
@@ -783,16 +783,17 @@ func (sp *speculation) deleteBranch(ctx context.Context, c Candidate) {
 	}
 }
 
-// clear forgets an empty queue's candidates and deletes their branches.
+// clear forgets an empty queue's candidates (b, stored at rev) and
+// deletes their branches.
 // The checks seen on them stay expected of the next candidates: with no
 // rule naming them, they are all prloop knows of what CI runs, and a
 // candidate built after an empty queue must not be green as soon as one
 // check passed while the others have not registered yet.
-func (sp *speculation) clear(ctx context.Context) error {
-	b, rev, err := sp.load(ctx)
-	if err != nil || (len(b.Candidates) == 0 && b.BaseSHA == "" && len(b.Outbox) == 0) {
-		return err
+func (sp *speculation) clear(ctx context.Context, b Batch, rev uint64) error {
+	if len(b.Candidates) == 0 && b.BaseSHA == "" && len(b.Outbox) == 0 {
+		return nil
 	}
+	var err error
 	if len(b.Outbox) > 0 {
 		if rev, err = sp.flush(ctx, b, rev); err != nil {
 			return err
