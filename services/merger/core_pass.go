@@ -202,7 +202,7 @@ func stepBatch(o batchObservation, pol Policy) batchTransition {
 	if o.Entries[0].NotBefore.After(o.Now) {
 		return batchTransition{Why: "the first PR backs off after an error"}
 	}
-	n := riding(o.Entries, pol.QueueDepth, o.Now)
+	n := riding(o.Entries, max(pol.QueueDepth, 1), o.Now) // at least the first rides
 	// The entries as this pass leaves them: the checks seen on their own
 	// heads, once read, are theirs from now on.
 	entries := seenOnHeads(o.Entries[:n], o.Heads)

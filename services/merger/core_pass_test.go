@@ -179,6 +179,11 @@ func TestStepBatch_SpeculativePassRowByRow(t *testing.T) {
 			want: []string{"read 2 riders"},
 		},
 		{
+			name: "no depth set: the first PR rides alone",
+			edit: func(o *batchObservation, pol *Policy) { o.Riders, pol.QueueDepth = nil, 0 },
+			want: []string{"read 1 riders"},
+		},
+		{
 			name: "a PR backing off further back holds itself and those behind it, not those ahead",
 			n:    3,
 			edit: func(o *batchObservation, _ *Policy) { o.Riders, o.Entries[1].NotBefore = nil, o.Now.Add(time.Second) },
