@@ -82,6 +82,9 @@ type Policy struct {
 	// UpdateMethod names PRBranchUpdated's method.
 	UpdateMethod string
 	MergeMethod  string
+	// QueueDepth is how many PRs of a speculative queue ride in
+	// candidates at once.
+	QueueDepth int
 }
 
 // policy is the configuration's Policy.
@@ -89,7 +92,7 @@ func (c Config) policy() Policy {
 	return Policy{
 		RequireChecks: c.RequireChecks, ChecksTimeout: c.ChecksTimeout, PollInterval: c.PollInterval,
 		MergeRetries: c.MergeRetries, DryRun: c.DryRun, ResolveConflicts: c.ResolveConflicts, DeleteBranch: c.DeleteBranch,
-		UpdateMethod: c.UpdateMethod, MergeMethod: c.MergeMethod,
+		UpdateMethod: c.UpdateMethod, MergeMethod: c.MergeMethod, QueueDepth: c.queueDepth(),
 	}
 }
 
@@ -126,6 +129,10 @@ type Observation struct {
 	Compare headVsBase
 	// Tip is the base tip, read last (the speculative queue's merges).
 	Tip string
+	// Settings are how the base's policy has the PR merged, read before
+	// the tip at the tip the candidate was built on (the speculative
+	// queue's merges): nil when not read, and the executor reads them.
+	Settings *mergeSettings
 }
 
 // Outcome is what a command found out.
@@ -193,6 +200,11 @@ type cmdUpdate struct{ From string }
 type cmdMerge struct {
 	Head, Tree string
 	Landing    landing
+	// Settings, when set, are the base's policy for the merge, read
+	// before the tip Landing holds: the executor does not read them
+	// again, so that nothing stands between that read of the tip and the
+	// merge call.
+	Settings *mergeSettings
 }
 
 // cmdDeleteBranch deletes the merged PR's head branch when it lives in

@@ -95,7 +95,7 @@ func invalidated(old, next []Candidate, queued func(ghref.PR) bool) []Candidate 
 // backoff of an error of its own (NotBefore after now). Queue order holds:
 // the PRs behind such an entry wait with it, the PRs ahead of it go on. It
 // is pure.
-func riding(entries []stored, depth int, now time.Time) int {
+func riding(entries []Entry, depth int, now time.Time) int {
 	n := min(len(entries), depth)
 	for i := range n {
 		if entries[i].NotBefore.After(now) {
@@ -143,7 +143,7 @@ func blame(err error, prs []ghref.PR) int {
 }
 
 // prsOf returns the PRs of entries, in order.
-func prsOf(entries []stored) []ghref.PR {
+func prsOf(entries []Entry) []ghref.PR {
 	out := make([]ghref.PR, len(entries))
 	for i, e := range entries {
 		out[i] = e.PR
@@ -215,9 +215,9 @@ func ride(e Entry, o Observation, pol Policy) (Transition, bool) {
 
 // land decides the merge of the speculative queue's PR e on its own
 // candidate c, from a read of GitHub made right before (o: the PR, its
-// approval, the base tip), with the base where the previous merge of the
-// batch (or the batch itself) left it (builtOn); judged is what c's checks
-// were judged on. mayLand alone lets the merge go: the transition then
+// approval, the base's policy, the base tip), with the base where the
+// previous merge of the batch (or the batch itself) left it (builtOn);
+// judged is what c's checks were judged on. mayLand alone lets the merge go: the transition then
 // records the merge intent (the candidate's tree is what main must get)
 // and holds the merge command, whose landing carries the tip just read.
 // Without a command the merges stop there, and the next pass looks again:
@@ -249,7 +249,7 @@ func land(e Entry, o Observation, c Candidate, judged ChecksInput, builtOn strin
 	}
 	next := e
 	next.Intent = &Intent{Kind: intentMerge, Head: c.Head, Tree: c.Tree}
-	return Transition{Next: next, Commands: []Command{cmdMerge{Head: c.Head, Tree: c.Tree, Landing: l}}, Why: "merging on its green candidate " + short(c.SHA)}
+	return Transition{Next: next, Commands: []Command{cmdMerge{Head: c.Head, Tree: c.Tree, Landing: l, Settings: o.Settings}}, Why: "merging on its green candidate " + short(c.SHA)}
 }
 
 // batchView is what a speculative pass observed of its chain of

@@ -179,6 +179,7 @@ func TestLand_EachMergeOnItsOwnGreenCandidate(t *testing.T) {
 			t.Parallel()
 			f := newStepFixture()
 			f.o.Tip = stepTip
+			f.o.Settings = &mergeSettings{Method: "rebase"}
 			judged := green
 			if tt.edit != nil {
 				tt.edit(&f, &judged)
@@ -192,6 +193,7 @@ func TestLand_EachMergeOnItsOwnGreenCandidate(t *testing.T) {
 				assert.Equal(t, &Intent{Kind: intentMerge, Head: stepHead, Tree: stepTree}, got.Next.Intent)
 				m := got.Commands[0].(cmdMerge)
 				assert.Equal(t, stepTip, m.Landing.Tip, "the tip just read: the executor does not read it again")
+				assert.Equal(t, f.o.Settings, m.Settings, "the policy read before the tip: the executor does not read it again")
 			} else {
 				assert.Nil(t, got.Next.Intent)
 			}

@@ -53,7 +53,7 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		for {
 			out, err := s.execute(ctx, &st, p, t, log)
 			if err != nil {
-				return s.saved(err)
+				return unlessReplaced(err)
 			}
 			if out == nil {
 				break
@@ -96,7 +96,7 @@ func (s *Service) observe(ctx context.Context, st stored, log *slog.Logger) (*gh
 		check, err := s.verify(ctx, st.PR, ApprovalInput{ApprovedHead: o.PR.HeadSHA, Head: o.PR.HeadSHA, Author: p.GetUser().GetLogin(), BaseSince: st.BaseSince}, log)
 		o.Adopted, o.Err = &check, err
 	case w.MergedTree:
-		o.MergedTree, o.Err = s.treeOf(ctx, st, o.PR.MergeSHA)
+		o.MergedTree, o.Err = s.readTree(ctx, st, o.PR.MergeSHA)
 	case w.OnHead:
 		o.Err = s.observeHead(ctx, st, p, &o, log)
 	}
@@ -109,7 +109,7 @@ func (s *Service) observe(ctx context.Context, st stored, log *slog.Logger) (*gh
 // it closely, how it stands to its base's tip.
 func (s *Service) observeHead(ctx context.Context, st stored, p *gh.PullRequest, o *Observation, log *slog.Logger) error {
 	if s.cfg.RequireChecks {
-		required, err := s.requiredChecks(ctx, st.PR.RepoRef(), st.Base)
+		required, err := s.readRequiredChecks(ctx, st.PR.RepoRef(), st.Base)
 		if err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func (s *Service) execute(ctx context.Context, st *stored, p *gh.PullRequest, t 
 		}
 	}
 	if st.Leaving != "" {
-		return nil, s.left(ctx, *st, st.Leaving)
+		return nil, s.removeEntry(ctx, *st, st.Leaving)
 	}
 	return nil, nil
 }
@@ -161,7 +161,7 @@ func (s *Service) execute(ctx context.Context, st *stored, p *gh.PullRequest, t 
 // decided and not done: the events, and the removal of a leaving entry.
 func (s *Service) finish(ctx context.Context, st stored) error {
 	if err := s.flush(ctx, &st); err != nil || st.Leaving == "" {
-		return s.saved(err)
+		return unlessReplaced(err)
 	}
 	if st.Leaving == metrics.MergeMerged && s.cfg.DeleteBranch {
 		// The branch deletion the stopped pass may not have made (best
@@ -170,7 +170,7 @@ func (s *Service) finish(ctx context.Context, st stored) error {
 			s.deleteHead(ctx, st, p, s.log.With("pr", st.PR.String()))
 		}
 	}
-	return s.left(ctx, st, st.Leaving)
+	return s.removeEntry(ctx, st, st.Leaving)
 }
 
 // flush publishes the events in the entry's outbox, in order, and then
@@ -212,9 +212,9 @@ func (s *Service) store(ctx context.Context, st *stored, t Transition, log *slog
 	return s.q.saveAs(ctx, st, next)
 }
 
-// saved turns a failed write of the entry into process's result: an entry
+// unlessReplaced turns a failed write of the entry into process's result: an entry
 // replaced by a newer approval is picked up again by the drain loop.
-func (s *Service) saved(err error) error {
+func unlessReplaced(err error) error {
 	if errors.Is(err, errReplaced) {
 		return nil
 	}
@@ -240,9 +240,9 @@ func (s *Service) madeFrom(ctx context.Context, st *stored, p *gh.PullRequest, h
 	return isMergeOf(ctx, g, head, from)
 }
 
-// requiredChecks returns the checks base requires: its branch rules' and
+// readRequiredChecks reads the checks base requires: its branch rules' and
 // PRLOOP_REQUIRED_CHECKS.
-func (s *Service) requiredChecks(ctx context.Context, repo ghref.Repo, base string) ([]string, error) {
+func (s *Service) readRequiredChecks(ctx context.Context, repo ghref.Repo, base string) ([]string, error) {
 	rules, err := s.d.GitHub.ListBranchRules(ctx, repo, base)
 	if err != nil {
 		return nil, err
@@ -251,7 +251,7 @@ func (s *Service) requiredChecks(ctx context.Context, repo ghref.Repo, base stri
 	if err != nil {
 		return nil, fmt.Errorf("required checks of %s of %s: %w", base, repo, err)
 	}
-	extra, err := s.policyChecks(ctx, repo, base)
+	extra, err := s.readPolicyChecks(ctx, repo, base)
 	if err != nil {
 		return nil, err
 	}
@@ -306,9 +306,15 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 	// only when that is still the tip, and the policy's requests do not
 	// stand between the last read of the tip and the merge call (GitHub's
 	// merge call does not guard the tip).
-	ms, err := s.mergeSettingsOf(ctx, st.PR, st.Base, cmp.Or(l.BuiltOn, l.Tip), c.Head, l.Approval.Approvers)
-	if err != nil {
-		return Outcome{Kind: transient, Err: err}
+	// The speculative queue read them already, before its read of the tip.
+	var ms mergeSettings
+	if c.Settings != nil {
+		ms = *c.Settings
+	} else {
+		var err error
+		if ms, err = s.readMergeSettings(ctx, st.PR, st.Base, cmp.Or(l.BuiltOn, l.Tip), c.Head, l.Approval.Approvers); err != nil {
+			return Outcome{Kind: transient, Err: err}
+		}
 	}
 	if ms.Hold != "" {
 		return Outcome{Kind: withheld, Verdict: landVerdict{Refusal: refusedApproval, Reason: events.ReasonApprovalWithdrawn, Why: ms.Hold}}
@@ -330,7 +336,7 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 		Once: true,
 	})
 	if err == nil {
-		return s.mergedAs(ctx, *st, res.GetSHA()).with(ms)
+		return s.readMerged(ctx, *st, res.GetSHA()).with(ms)
 	}
 	if ctx.Err() != nil {
 		return Outcome{Kind: transient, Err: ctx.Err()}
@@ -338,7 +344,7 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 	// Before anything else: did it merge after all (a lost answer)?
 	if after, gerr := s.d.GitHub.GetPull(ctx, st.PR); gerr == nil && after.GetMerged() {
 		log.Info("the merge call failed, but the PR is merged", "err", err)
-		return s.mergedAs(ctx, *st, after.GetMergeCommitSHA()).with(ms)
+		return s.readMerged(ctx, *st, after.GetMergeCommitSHA()).with(ms)
 	}
 	if isRefusal(err) {
 		return Outcome{Kind: refused, Err: fmt.Errorf("merge: %w", err)}
@@ -346,12 +352,12 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 	return Outcome{Kind: transient, Err: err}
 }
 
-// mergedAs is the outcome of a merge that made mergeSHA: with its tree,
+// readMerged reads the outcome of a merge that made mergeSHA: with its tree,
 // which Step compares with the tree CI passed. A tree that cannot be read
 // is a transient error: the intent stays, and the next pass finds the PR
 // merged and reads it again.
-func (s *Service) mergedAs(ctx context.Context, st stored, mergeSHA string) Outcome {
-	tree, err := s.treeOf(ctx, st, mergeSHA)
+func (s *Service) readMerged(ctx context.Context, st stored, mergeSHA string) Outcome {
+	tree, err := s.readTree(ctx, st, mergeSHA)
 	if err != nil {
 		return Outcome{Kind: transient, Err: err}
 	}
@@ -385,8 +391,8 @@ func (s *Service) compareWithBase(ctx context.Context, st stored, head string) (
 	return headVsBase{behind: c.AheadBy > 0, tree: c.BaseTree, mergeBase: c.MergeBaseSHA}, nil
 }
 
-// treeOf returns the tree of commit sha in the entry's repository.
-func (s *Service) treeOf(ctx context.Context, st stored, sha string) (string, error) {
+// readTree reads the tree of commit sha in the entry's repository.
+func (s *Service) readTree(ctx context.Context, st stored, sha string) (string, error) {
 	if sha == "" {
 		return "", fmt.Errorf("tree of a merge of %s: GitHub did not say which commit", st.PR)
 	}
@@ -406,7 +412,7 @@ func (s *Service) treeOf(ctx context.Context, st stored, sha string) (string, er
 // so.
 func (s *Service) applyThenWait(ctx context.Context, st *stored, p *gh.PullRequest, t Transition, log *slog.Logger) error {
 	if err := s.apply(ctx, st, p, t, log); err != nil {
-		return s.saved(err)
+		return unlessReplaced(err)
 	}
 	if t.Wait {
 		log.Info("refused; re-checking the PR", "why", t.Why)
@@ -453,15 +459,9 @@ func (s *Service) deleteHead(ctx context.Context, st stored, p *gh.PullRequest, 
 	}
 }
 
-// fail gives up on the entry and asks for a human (core's fail).
-func (s *Service) fail(ctx context.Context, st stored, reason events.Reason, why string, log *slog.Logger) error {
-	log.Warn("merge failed; a human is needed", "reason", reason, "why", why, "dry_run", s.cfg.DryRun)
-	return s.saved(s.apply(ctx, &st, nil, fail(st.Entry, reason, why, s.cfg.policy()), log))
-}
-
-// left removes the entry from its queue and counts how it left: once per
+// removeEntry removes the entry from its queue and counts how it left: once per
 // entry, since a resumed entry that already left is no longer listed.
-func (s *Service) left(ctx context.Context, st stored, result string) error {
+func (s *Service) removeEntry(ctx context.Context, st stored, result string) error {
 	if err := s.q.remove(ctx, st); err != nil {
 		return err
 	}
@@ -478,27 +478,5 @@ func (s *Service) retryLater(ctx context.Context, st *stored, cause error, log *
 	}
 	t := backOff(st.Entry, cause, s.d.Now(), s.cfg.policy())
 	log.Warn("merge step failed; will retry", "err", cause, "failures", t.Next.Failures, "leave", t.Leave)
-	return s.saved(s.apply(ctx, st, nil, t, log))
-}
-
-// recovered resets the entry's count of errors in a row once a pass over
-// it went through (it read GitHub and could wait or act); it writes the
-// entry only when there was a count.
-func (s *Service) recovered(ctx context.Context, st *stored) error {
-	if st.Failures == 0 {
-		return nil
-	}
-	st.Failures = 0
-	return s.q.save(ctx, st)
-}
-
-// announce publishes PRMergeWaiting for the entry when what its head
-// waits for changed (core's announceWaiting), outside process.
-func (s *Service) announce(ctx context.Context, st *stored, c Checks, log *slog.Logger) error {
-	next := st.Entry
-	evs := announceWaiting(&next, c)
-	if len(evs) == 0 {
-		return nil
-	}
-	return s.apply(ctx, st, nil, Transition{Next: next, Events: evs, Why: "waiting for checks"}, log)
+	return unlessReplaced(s.apply(ctx, st, nil, t, log))
 }

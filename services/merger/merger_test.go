@@ -99,10 +99,11 @@ func TestMerger_TwoPRsMergeInArrivalOrder(t *testing.T) {
 	}
 }
 
-// TestMerger_StaleApprovalNotMerged: an approval whose head has moved is
-// dropped, whether the head moves before the approval is queued or while
-// it waits in the queue; nothing is merged and nothing escalated. Leaving
-// the queue says so (PRMergeFailed stale_approval): no exit is silent.
+// TestMerger_StaleApprovalNotMerged: an approval whose head moves while
+// it waits in the queue is dropped; nothing is merged and nothing
+// escalated. Leaving the queue says so (PRMergeFailed stale_approval): no
+// exit is silent. (A head that moved before the approval is queued:
+// TestAdmit_HowAnApprovalEntersTheQueue.)
 func TestMerger_StaleApprovalNotMerged(t *testing.T) {
 	t.Parallel()
 	t.Run("moved while queued", func(t *testing.T) {
@@ -115,18 +116,6 @@ func TestMerger_StaleApprovalNotMerged(t *testing.T) {
 		failed := e.rec.Wait(t, pr, events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
 		assert.Equal(t, events.ReasonStaleApproval, failed.Reason)
 		assertUntouched(t, e, pr, events.TypeMergeFailed)
-	})
-	t.Run("moved before queueing", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		pr, head := e.openPR("feat", "Add f", map[string]string{"f.txt": "f\n"})
-		_, err := e.sim.PushCommit(e.repo, "feat", "agent", map[string]string{"f.txt": "changed\n"}, "Change f")
-		require.NoError(t, err)
-		e.start(config(), "replica-1")
-		e.approve(pr, head, "1")
-		e.waitQueueEmpty()
-		assertUntouched(t, e, pr)
-		assert.Zero(t, e.rec.Count(pr, events.TypeMergeQueued))
 	})
 }
 

@@ -28,9 +28,9 @@ func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policies {
 	return &policies{Reader: policy.NewReader(op, cfg.Settings, g, auth)}
 }
 
-// reviewPolicy is the review policy and reviewer check the approval of pr
+// readReviewPolicy reads the review policy and reviewer check the approval of pr
 // on base is verified with: the poller's, from the same file.
-func (s *Service) reviewPolicy(ctx context.Context, pr ghref.PR, base string, log *slog.Logger) (review.Policy, *review.Permissions, error) {
+func (s *Service) readReviewPolicy(ctx context.Context, pr ghref.PR, base string, log *slog.Logger) (review.Policy, *review.Permissions, error) {
 	e, _, err := s.pol.At(ctx, pr.RepoRef(), base, "")
 	if err != nil {
 		return review.Policy{}, nil, err
@@ -48,10 +48,10 @@ type mergeSettings struct {
 	Hold string
 }
 
-// mergeSettingsOf is how pr, whose head is head and whose approval names
+// readMergeSettings reads how pr, whose head is head and whose approval names
 // approvers, is merged into base, whose tip is tip (the tip the merge is
 // made on), and whether the base's policy holds it back.
-func (s *Service) mergeSettingsOf(ctx context.Context, pr ghref.PR, base, tip, head string, approvers []string) (mergeSettings, error) {
+func (s *Service) readMergeSettings(ctx context.Context, pr ghref.PR, base, tip, head string, approvers []string) (mergeSettings, error) {
 	e, err := s.pol.AtTip(ctx, pr.RepoRef(), base, tip)
 	if err != nil {
 		return mergeSettings{}, err
@@ -77,9 +77,9 @@ func (s *Service) mergeSettingsOf(ctx context.Context, pr ghref.PR, base, tip, h
 	return ms, nil
 }
 
-// policyChecks are the checks the base's policy requires (the operator's
+// readPolicyChecks reads the checks the base's policy requires (the operator's
 // PRLOOP_REQUIRED_CHECKS without a file).
-func (s *Service) policyChecks(ctx context.Context, repo ghref.Repo, base string) ([]string, error) {
+func (s *Service) readPolicyChecks(ctx context.Context, repo ghref.Repo, base string) ([]string, error) {
 	e, _, err := s.pol.At(ctx, repo, base, "")
 	if err != nil {
 		return nil, err

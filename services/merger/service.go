@@ -339,56 +339,60 @@ func (s *Service) unclaim(id string) {
 // sees it.
 func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	log := s.log.With("pr", a.PR.String(), "head", ghref.ShortSHA(a.Head))
-	if a.Head == "" {
-		log.Warn("approval without a head sha; not queued")
-		return nil
+	// observe → admit (the core decides, asking for a second read when it
+	// needs one) → write.
+	v := admissionView{Now: s.d.Now()}
+	var p *gh.PullRequest
+	if a.Head != "" {
+		var err error
+		p, err = s.d.GitHub.GetPull(ctx, a.PR)
+		switch {
+		case errors.Is(err, github.ErrNotFound):
+			v.Missing = true
+		case err != nil:
+			return fmt.Errorf("queue %s: %w", a.PR, err)
+		default:
+			v.PR = ViewOf(p)
+			if a.PR.URL == "" {
+				a.PR.URL = p.GetHTMLURL()
+			}
+		}
 	}
-	p, err := s.d.GitHub.GetPull(ctx, a.PR)
-	if errors.Is(err, github.ErrNotFound) {
-		log.Warn("approved PR not found on GitHub; not queued")
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("queue %s: %w", a.PR, err)
-	}
-	v := ViewOf(p)
-	if v.Merged || !v.Open {
-		log.Info("approved PR is no longer open; not queued", "merged", v.Merged)
-		return nil
-	}
-	if a.PR.URL == "" {
-		a.PR.URL = p.GetHTMLURL()
-	}
-	e := Entry{
-		PR: a.PR, Base: v.BaseRef, Seq: a.Seq, ApprovedHead: a.Head, Head: a.Head,
-		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(), Anchor: a.Anchor, BaseSince: a.BaseSince, Epoch: a.Epoch, FixCycle: a.FixCycle,
-	}
-	if v.HeadSHA == a.Head {
-		in := e.approvalOf(p)
+	var cur stored
+	d := admit(a, v, s.cfg.policy())
+	switch {
+	case d.Verify:
+		in := d.Entry.approvalOf(p)
 		in.ApprovedBase = a.Base // the approval's, which the queue's base must be
 		check, err := s.verify(ctx, a.PR, in, log)
 		if err != nil {
 			return fmt.Errorf("queue %s: verify its approval: %w", a.PR, err)
 		}
-		if !check.Approved {
-			return s.notApproved(ctx, a, check.Why, log)
+		v.Check = &check
+		d = admit(a, v, s.cfg.policy())
+	case d.Read:
+		var err error
+		if cur, err = s.q.get(ctx, entryKey(a.PR, v.PR.BaseRef)); err == nil {
+			v.Queued = &cur.Entry
 		}
-		e.Approvers = check.Approvers
+		v.QueuedRead = true
+		d = admit(a, v, s.cfg.policy())
 	}
-	var st stored
-	var again bool
-	if v.HeadSHA != a.Head {
-		// A redelivered approval whose head prloop has updated meanwhile is
-		// still queued; any other moved head makes the approval stale.
-		cur, err := s.q.get(ctx, entryKey(a.PR, v.BaseRef))
-		if err != nil || cur.ApprovedHead != a.Head {
-			log.Info("stale approval: the head moved since; not queued, the poller re-evaluates", "current_head", ghref.ShortSHA(v.HeadSHA))
-			return nil
+	if len(d.Events) > 0 {
+		return s.notApproved(ctx, d.Events, a, d.Why, log)
+	}
+	if !d.Queue && !d.Again {
+		log.Info(d.Why, "current_head", ghref.ShortSHA(v.PR.HeadSHA), "merged", v.PR.Merged)
+		return nil
+	}
+	st, again := cur, d.Again
+	if d.Queue {
+		var err error
+		if st, again, err = s.q.enqueue(ctx, d.Entry); err != nil {
+			return err
 		}
-		st, again = cur, true
-	} else if st, again, err = s.q.enqueue(ctx, e); err != nil {
-		return err
-	} else if !again {
+	}
+	if !again {
 		// A replica may have merged the PR and removed its entry between
 		// the read above and this new entry: then the new entry goes
 		// again without a word, since nothing about a PR follows its
@@ -423,12 +427,12 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 }
 
 // notApproved answers an approval GitHub does not show: nothing is queued,
-// and PRMergeFailed (reason not_approved) says so.
-func (s *Service) notApproved(ctx context.Context, a Approval, why string, log *slog.Logger) error {
-	if _, _, err := s.emit.Emit(ctx, &events.MergeFailed{
-		Base: events.Base{PR: a.PR, HeadSHA: a.Head}, Reason: events.ReasonNotApproved, Detail: why, DryRun: s.cfg.DryRun,
-	}, string(events.ReasonNotApproved), a.Head, strconv.FormatUint(a.Seq, 10)); err != nil {
-		return err
+// and PRMergeFailed (reason not_approved, admit's evs) says so.
+func (s *Service) notApproved(ctx context.Context, evs []outEvent, a Approval, why string, log *slog.Logger) error {
+	for _, ev := range evs {
+		if _, _, err := s.emit.Emit(ctx, ev.Data, ev.Parts...); err != nil {
+			return err
+		}
 	}
 	log.Warn("PRReviewApproved not confirmed by GitHub; not queued", "why", why, "claimed_approvers", a.Approvers)
 	return nil

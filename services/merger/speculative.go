@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,202 +143,178 @@ type rider struct {
 	p  *gh.PullRequest
 }
 
-// pass looks at the queue once: settles PRs that must leave, brings the
-// candidates in line with GitHub, merges what a green candidate proved or
-// removes what a failed one disproved. It reports whether to go on at
-// once (false: the queue is empty or must wait for NotBefore).
+// passState is what the shell keeps of a pass besides the observation:
+// the stored entries (their revisions), the riding PRs as GitHub showed
+// them, and the batch's revision.
+type passState struct {
+	entries []stored
+	pulls   []*gh.PullRequest
+	rev     uint64
+}
+
+// riders returns the first n entries with their PRs.
+func (ps *passState) riders(n int) []rider {
+	out := make([]rider, n)
+	for i := range n {
+		out[i] = rider{st: ps.entries[i], p: ps.pulls[i]}
+	}
+	return out
+}
+
+// pull is the PR of the entry at i as this pass read it (nil: not read).
+func (ps *passState) pull(i int) *gh.PullRequest {
+	if i < len(ps.pulls) {
+		return ps.pulls[i]
+	}
+	return nil
+}
+
+// pass looks at the queue once: observe (the queue, its candidates, then
+// each phase stepBatch asks for) → stepBatch → store → execute. It
+// settles PRs that must leave, brings the candidates in line with GitHub,
+// merges what a green candidate proved or removes what a failed one
+// disproved. It reports whether to go on at once (false: the queue is
+// empty or must wait for NotBefore).
 func (sp *speculation) pass(ctx context.Context) (bool, error) {
-	s := sp.s
-	entries, err := s.q.list(ctx, sp.qid)
+	o, ps, err := sp.observe(ctx)
 	if err != nil {
 		return false, err
 	}
-	if len(entries) == 0 {
-		return false, sp.clear(ctx)
-	}
-	for _, st := range entries {
-		if len(st.Outbox) > 0 || st.Leaving != "" {
-			// A decision stored and not carried out (a crash): its events
-			// first, and an entry that was leaving leaves.
-			return true, s.finish(ctx, st)
+	pol := sp.s.cfg.policy()
+	for {
+		t := stepBatch(o, pol)
+		if t.Ask == nil {
+			return sp.carryOut(ctx, t, o, &ps)
 		}
-	}
-	if entries[0].NotBefore.After(s.d.Now()) {
-		return false, nil
-	}
-	ride := entries[:riding(entries, s.cfg.queueDepth(), s.d.Now())]
-	retry := func(err error) (bool, error) {
-		// An error is charged to the PR it is about; one about the base
-		// or the queue to the first, and it holds the whole queue, first
-		// come first served. A PR further back waits on its own: the next
-		// pass leaves it and those behind it out of the candidates until
-		// its backoff ends (riding), and the PRs ahead of it go on.
-		i := blame(err, prsOf(ride))
-		st := &entries[i]
-		if err := s.retryLater(ctx, st, err, sp.log.With("pr", st.PR.String())); err != nil || i == 0 {
+		if err := sp.answer(ctx, t.Ask, &o, &ps); err != nil {
 			return false, err
 		}
-		return true, nil
 	}
-	riders, left, err := sp.riders(ctx, ride)
+}
+
+// observe reads the queue's entries and its stored batch: what every pass
+// starts from.
+func (sp *speculation) observe(ctx context.Context) (batchObservation, passState, error) {
+	entries, err := sp.s.q.list(ctx, sp.qid)
 	if err != nil {
-		return retry(err)
-	}
-	if left {
-		return true, nil // a PR left the queue: look again
+		return batchObservation{}, passState{}, err
 	}
 	batch, rev, err := sp.load(ctx)
 	if err != nil {
-		return false, err
+		return batchObservation{}, passState{}, err
 	}
-	if len(batch.Outbox) > 0 {
-		// Decided and stored, not said: a pass stopped in between.
-		if rev, err = sp.flush(ctx, batch, rev); err != nil {
-			return false, err
-		}
-		batch.Outbox = nil
+	o := batchObservation{Now: sp.s.d.Now(), Batch: batch}
+	for _, st := range entries {
+		o.Entries = append(o.Entries, st.Entry)
 	}
-	chain, fresh, baseSHA, conflict, err := sp.build(ctx, riders, batch.Candidates)
-	if err != nil {
-		return retry(err)
-	}
-	if conflict != "" {
-		// The first PR conflicts with the base itself.
-		st := riders[0].st
-		return true, s.conflicted(ctx, st, baseSHA, conflict, sp.log.With("pr", st.PR.String()))
-	}
-	// The candidates kept from earlier passes form a prefix of the chain
-	// (a changed tree changes every tree after it); only they can have
-	// checks. New ones are pending by definition.
-	kept := len(chain) - len(fresh)
-	// One base, one read of what it requires, for every candidate.
-	var required []string
-	if kept > 0 {
-		if required, err = s.requiredChecks(ctx, riders[0].st.PR.RepoRef(), riders[0].st.Base); err != nil {
-			return retry(err)
-		}
-	}
-	inputs := make([]ChecksInput, kept)
-	if err := parallel(kept, func(i int) error {
-		var err error
-		inputs[i], err = s.readChecks(ctx, chain[i].PR.RepoRef(), chain[i].SHA)
-		return about(chain[i].PR, err)
-	}); err != nil {
-		return retry(err)
-	}
-	pol := s.cfg.policy()
-	view := batchView{
-		Now: s.d.Now(), Base: riders[0].st.Base, BaseSHA: baseSHA, Chain: chain, Kept: kept, Inputs: inputs,
-		Required: required, Seen: batch.SeenChecks, Heads: headChecks(riders[:kept]),
-	}
-	d := decideBatch(view, pol)
-	if d.ReadHeads > 0 {
-		_, err := sp.readHeadChecks(ctx, riders[:d.ReadHeads])
-		if errors.Is(err, errReplaced) {
-			return true, nil
-		}
-		if err != nil {
-			return retry(err)
-		}
-		view.Heads, view.HeadsRead = headChecks(riders[:kept]), true
-		d = decideBatch(view, pol)
-	}
-	if d.Merge > 0 && d.Remove == 0 {
-		// The checks seen on the candidates about to merge stay expected
-		// of those behind them, which are built on their trees.
-		next := batch
-		next.SeenChecks = d.Seen
-		if d.Stack && len(chain) == len(riders) {
-			stacked, err := sp.stackNext(ctx, chain, fresh, riders, entries, d.Merge, baseSHA, batch.Candidates)
-			switch {
-			case err == nil:
-				next.BaseSHA, next.Candidates = baseSHA, stacked
-			case ctx.Err() != nil:
-				return false, err
-			default:
-				// Only time is lost: the next pass builds them on the
-				// base the merges leave.
-				sp.log.Info("cannot stack the next candidates before merging", "err", err)
-			}
-		}
-		if err := sp.record(ctx, batch, next, rev, entries); err != nil {
-			return false, err
-		}
-		return true, sp.mergeUpTo(ctx, riders[:d.Merge], chain[:d.Merge], d.Judged[:d.Merge], baseSHA)
-	}
-	if !d.Stack {
-		// Built in the scratch repository only; the next pass, after the
-		// failing PR has left, builds what is worth testing.
-		chain, fresh = chain[:kept], nil
-	}
-	// The push comes before the record: a candidate recorded is one CI
-	// can see, and a pass that stops in between builds the same commit
-	// again.
-	if err := sp.push(ctx, riders[0].p, fresh); err != nil {
-		return retry(err)
-	}
-	next := batch
-	next.BaseSHA, next.Candidates, next.SeenChecks = baseSHA, chain, d.Seen
-	if err := sp.record(ctx, batch, next, rev, entries); err != nil {
-		return false, err
-	}
-	if d.Fail > 0 {
-		// The culprit leaves first, before the PRs ahead of it merge: the
-		// next pass stacks the PRs behind it on the green prefix while
-		// those merges go on.
-		st := riders[d.Fail-1].st
-		log := sp.log.With("pr", st.PR.String())
-		if d.Remove == 0 {
-			return true, s.fail(ctx, st, events.ReasonChecksFailed, d.Why, log)
-		}
-		// Its candidate failed: whether its own head is green says
-		// whether the agent or a human is asked.
-		own, err := s.readChecks(ctx, st.PR.RepoRef(), st.Head)
-		if err != nil {
-			return retry(about(st.PR, err))
-		}
-		t := removed(st.Entry, chain[d.Fail-1], d.Judged[d.Fail-1], own, baseSHA, d.Why, pol)
-		log.Warn("leaving the merge queue: its candidate failed", "reason", t.Leave, "why", t.Why)
-		return true, s.saved(s.apply(ctx, &st, nil, t, log))
-	}
-	// The pass went through: every rider's earlier errors are behind it.
-	for i := range riders {
-		if err := s.recovered(ctx, &riders[i].st); err != nil {
-			return true, s.saved(err)
-		}
-	}
-	st := riders[0].st
-	if err := s.announce(ctx, &st, d.Checks[0], sp.log.With("pr", st.PR.String())); err != nil {
-		return false, s.saved(err)
-	}
-	return true, ctxtime.Sleep(ctx, s.cfg.PollInterval)
+	return o, passState{entries: entries, rev: rev}, nil
 }
 
-// record stores the queue's next batch with the PRMergeCandidate events
-// that say how it differs from old in its outbox, publishes them, and
-// deletes the branches of candidates whose PRs left: store, then execute.
-func (sp *speculation) record(ctx context.Context, old, next Batch, rev uint64, entries []stored) error {
-	queued := func(pr ghref.PR) bool {
-		return slices.ContainsFunc(entries, func(e stored) bool { return e.PR.Number == pr.Number })
+// answer carries out the phase stepBatch asked for and adds what came of
+// it to o. A read that fails is o.Err, for stepBatch to charge; only a
+// failed write of the batch (the lock lost) or the end of ctx stops the
+// pass.
+func (sp *speculation) answer(ctx context.Context, ask batchAsk, o *batchObservation, ps *passState) error {
+	var err error
+	switch a := ask.(type) {
+	case askRiders:
+		o.Riders, ps.pulls, err = sp.readRiders(ctx, ps.entries[:a.N])
+	case askFlush:
+		if ps.rev, err = sp.flush(ctx, o.Batch, ps.rev); err != nil {
+			return err
+		}
+		o.Batch.Outbox = nil
+	case askBuild:
+		o.Built = true
+		o.Chain, o.Fresh, o.BaseSHA, o.Conflict, err = sp.build(ctx, ps.riders(a.N), o.Batch.Candidates)
+	case askChecks:
+		o.ChecksRead = true
+		o.Required, o.Inputs, err = sp.readCandidateChecks(ctx, ps.entries[0].Entry, o.Chain[:a.N])
+	case askHeads:
+		o.Heads, err = sp.readHeads(ctx, ps.entries[:a.N])
+	case askStack:
+		o.Stacked = true
+		o.StackedChain, o.StackedFresh, o.StackErr = sp.stack(ctx, o.Chain, o.BaseSHA, ps.entries[a.From:a.From+a.N], o.Batch.Candidates)
+		if o.StackErr != nil && ctx.Err() == nil {
+			sp.log.Info("cannot stack the next candidates before merging", "err", o.StackErr)
+		}
+	case askPush:
+		o.Pushed = true
+		o.PushErr = sp.push(ctx, ps.pulls[0], a.Candidates)
+		if o.PushErr != nil && ctx.Err() == nil {
+			sp.log.Info("cannot push the candidates", "err", o.PushErr)
+		}
+	case askStore:
+		if ps.rev, err = sp.record(ctx, a, ps.rev); err != nil {
+			return err
+		}
+		o.Stored = true
+	case askOwn:
+		st := ps.entries[a.Index]
+		var own ChecksInput
+		if own, err = sp.s.readChecks(ctx, st.PR.RepoRef(), st.Head); err == nil {
+			o.Own = &own
+		}
+		err = about(st.PR, err)
 	}
-	base := entries[0].Base
-	evs, gone := candidateEvents(old, next.Candidates, base, next.BaseSHA, queued)
-	for _, ev := range evs {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	o.Err = err
+	return nil
+}
+
+// carryOut executes the commands that end a pass, in order.
+func (sp *speculation) carryOut(ctx context.Context, t batchTransition, o batchObservation, ps *passState) (bool, error) {
+	s := sp.s
+	for _, c := range t.Commands {
+		switch c := c.(type) {
+		case cmdClear:
+			return false, sp.clear(ctx, o.Batch, ps.rev)
+		case cmdFinish:
+			return true, s.finish(ctx, ps.entries[c.Index])
+		case cmdEntry:
+			st := &ps.entries[c.Index]
+			log := sp.log.With("pr", st.PR.String())
+			switch {
+			case c.T.Leave != "":
+				log.Info("leaving the merge queue", "why", c.T.Why, "result", c.T.Leave)
+			case c.T.Next.Failures > st.Failures:
+				log.Warn("merge step failed; will retry", "why", c.T.Why, "failures", c.T.Next.Failures)
+			}
+			if err := s.apply(ctx, st, ps.pull(c.Index), c.T, log); err != nil {
+				return t.More, unlessReplaced(err)
+			}
+		case cmdMergeUpTo:
+			return true, sp.mergeUpTo(ctx, ps.entries[:len(c.Candidates)], c.Candidates, c.Judged, c.BuiltOn)
+		}
+	}
+	if t.Wait {
+		return t.More, ctxtime.Sleep(ctx, s.cfg.PollInterval)
+	}
+	return t.More, nil
+}
+
+// record stores the batch a with its events in its outbox, publishes
+// them, and deletes the branches of candidates whose PRs left: store,
+// then execute. It returns the batch's new revision.
+func (sp *speculation) record(ctx context.Context, a askStore, rev uint64) (uint64, error) {
+	next := a.Batch
+	for _, ev := range a.Events {
 		e, err := sp.s.emit.Build(ev.Data, ev.Parts...)
 		if err != nil {
-			return err
+			return rev, err
 		}
 		next.Outbox = append(next.Outbox, e)
 	}
 	rev, err := sp.save(ctx, next, rev)
 	if err != nil {
-		return err
+		return rev, err
 	}
-	for _, c := range gone {
+	for _, c := range a.Gone {
 		sp.deleteBranch(ctx, c)
 	}
-	_, err = sp.flush(ctx, next, rev)
-	return err
+	return sp.flush(ctx, next, rev)
 }
 
 // flush publishes the events in the batch's outbox and then empties it.
@@ -361,20 +336,15 @@ func (sp *speculation) flush(ctx context.Context, b Batch, rev uint64) (uint64, 
 	return sp.save(ctx, b, rev)
 }
 
-// riders re-reads the first PRs of the queue on GitHub (observe) and
-// lets those that must leave (merged, closed, moved on, approval gone,
-// base changed) do so, as the serial queue would (ride, the core's
-// decision). It reports left when one did: the caller looks again from
-// the start.
-func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, bool, error) {
+// readRiders re-reads the first PRs of the queue on GitHub, for ride to
+// judge whether each rides or leaves: the PR, its approval when it is on
+// the queued head, the tree of a merge prloop made whose answer was lost.
+func (sp *speculation) readRiders(ctx context.Context, entries []stored) ([]Observation, []*gh.PullRequest, error) {
 	s := sp.s
 	// The reads go in parallel: right after a batch merges, the next PRs'
 	// reads are the whole of the queue's critical path.
-	type read struct {
-		p *gh.PullRequest
-		o Observation
-	}
-	reads := make([]read, len(entries))
+	obs := make([]Observation, len(entries))
+	pulls := make([]*gh.PullRequest, len(entries))
 	err := parallel(len(entries), func(i int) error {
 		st := entries[i]
 		p, err := s.d.GitHub.GetPull(ctx, st.PR)
@@ -382,34 +352,85 @@ func (sp *speculation) riders(ctx context.Context, entries []stored) ([]rider, b
 			return about(st.PR, err)
 		}
 		v := ViewOf(p)
-		reads[i].p, reads[i].o.PR = p, v
+		pulls[i], obs[i].PR = p, v
 		switch {
 		case v.Open && !v.Merged && v.HeadSHA == st.Head:
-			reads[i].o.Approval, err = s.verify(ctx, st.PR, st.approvalOf(p), sp.log.With("pr", st.PR.String()))
+			obs[i].Approval, err = s.verify(ctx, st.PR, st.approvalOf(p), sp.log.With("pr", st.PR.String()))
 		case wants(st.Entry, v).MergedTree:
 			// Merged by prloop, and the answer was lost: checked as if it
 			// had come.
-			reads[i].o.MergedTree, err = s.treeOf(ctx, st, v.MergeSHA)
+			obs[i].MergedTree, err = s.readTree(ctx, st, v.MergeSHA)
 		}
 		return about(st.PR, err)
 	})
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
-	pol := s.cfg.policy()
-	var out []rider
+	return obs, pulls, nil
+}
+
+// readCandidateChecks reads what reported on each of the chain's
+// candidates, and, once for every candidate, what their base requires.
+func (sp *speculation) readCandidateChecks(ctx context.Context, first Entry, chain []Candidate) ([]string, []ChecksInput, error) {
+	s := sp.s
+	required, err := s.readRequiredChecks(ctx, first.PR.RepoRef(), first.Base)
+	if err != nil {
+		return nil, nil, err
+	}
+	inputs := make([]ChecksInput, len(chain))
+	if err := parallel(len(chain), func(i int) error {
+		var err error
+		inputs[i], err = s.readChecks(ctx, chain[i].PR.RepoRef(), chain[i].SHA)
+		return about(chain[i].PR, err)
+	}); err != nil {
+		return nil, nil, err
+	}
+	return required, inputs, nil
+}
+
+// readHeads reads what reported on the entries' own heads.
+func (sp *speculation) readHeads(ctx context.Context, entries []stored) ([]ChecksInput, error) {
+	inputs := make([]ChecksInput, len(entries))
+	if err := parallel(len(entries), func(i int) error {
+		var err error
+		inputs[i], err = sp.s.readChecks(ctx, entries[i].PR.RepoRef(), entries[i].Head)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	return inputs, nil
+}
+
+// stack builds candidates for the queued PRs in entries (those after the
+// batch) on chain, while the batch's proven PRs merge: it reads them (the
+// ones open on their queued head, in order, up to the first that is not;
+// they are not let leave here, their own pass does that), fetches their
+// heads and extends the chain. It returns the chain with them and the new
+// ones among them, not pushed yet.
+func (sp *speculation) stack(ctx context.Context, chain []Candidate, baseSHA string, entries []stored, old []Candidate) (_, fresh []Candidate, _ error) {
+	pulls := make([]*gh.PullRequest, len(entries))
+	if err := parallel(len(entries), func(i int) error {
+		var err error
+		pulls[i], err = sp.s.d.GitHub.GetPull(ctx, entries[i].PR)
+		return err
+	}); err != nil {
+		return nil, nil, err
+	}
+	var next []rider
 	for i, st := range entries {
-		t, rides := ride(st.Entry, reads[i].o, pol)
-		if !rides {
-			log := sp.log.With("pr", st.PR.String())
-			log.Info("leaving the merge queue", "why", t.Why, "result", t.Leave)
-			return nil, true, s.saved(s.apply(ctx, &st, reads[i].p, t, log))
+		if v := ViewOf(pulls[i]); !v.Open || v.Merged || v.HeadSHA != st.Head || v.BaseRef != st.Base {
+			break
 		}
-		// Wait (mergeability not computed yet), update (behind: the
-		// candidate brings it up to date) and merge all ride.
-		out = append(out, rider{st: st, p: reads[i].p})
+		next = append(next, rider{st: st, p: pulls[i]})
 	}
-	return out, false, nil
+	if len(next) == 0 {
+		return chain, nil, nil
+	}
+	if err := sp.fetchHeads(ctx, next); err != nil {
+		return nil, nil, err
+	}
+	chain, fresh, _, err := sp.extend(ctx, chain, baseSHA, next, old)
+	return chain, fresh, err
 }
 
 // prError is an error about one PR of the queue (its read, its approval,
@@ -522,65 +543,6 @@ func (sp *speculation) extend(ctx context.Context, chain []Candidate, base strin
 	return chain, fresh, "", nil
 }
 
-// nextRiders returns the queued PRs in entries that are open on their
-// queued head, in order, up to the first that is not: the PRs after the
-// batch, whose candidates are stacked on it while its proven PRs merge.
-// They are not let leave here; their own pass does that.
-func (sp *speculation) nextRiders(ctx context.Context, entries []stored) ([]rider, error) {
-	pulls := make([]*gh.PullRequest, len(entries))
-	if err := parallel(len(entries), func(i int) error {
-		var err error
-		pulls[i], err = sp.s.d.GitHub.GetPull(ctx, entries[i].PR)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	var out []rider
-	for i, st := range entries {
-		if v := ViewOf(pulls[i]); !v.Open || v.Merged || v.HeadSHA != st.Head || v.BaseRef != st.Base {
-			break
-		}
-		out = append(out, rider{st: st, p: pulls[i]})
-	}
-	return out, nil
-}
-
-// stackNext gives the PRs after the batch their candidates before the
-// batch's proven PRs merge, so that their CI runs during the merges rather
-// than after them. The merges leave the base at the tree of the last
-// merged candidate, so a candidate stacked on the chain now has the tree
-// the next pass computes on the new base, and that pass keeps it (by
-// tree) with its CI already under way. If the merges stop early, the next
-// pass finds other trees and rebuilds: a CI run spent, nothing untested
-// merged. At most merge more candidates are stacked: as many as leave CI
-// by merging, so no more than the depth are ever pending. It pushes the
-// new candidates and returns the chain holding them, for the caller to
-// record.
-func (sp *speculation) stackNext(ctx context.Context, chain, fresh []Candidate, riders []rider, entries []stored, merge int, baseSHA string, old []Candidate) ([]Candidate, error) {
-	more := entries[len(riders):min(len(entries), len(riders)+merge)]
-	more = more[:riding(more, len(more), sp.s.d.Now())]
-	if len(more) == 0 && len(fresh) == 0 {
-		return chain, nil
-	}
-	next, err := sp.nextRiders(ctx, more)
-	if err != nil {
-		return nil, err
-	}
-	if len(next) > 0 {
-		if err := sp.fetchHeads(ctx, next); err != nil {
-			return nil, err
-		}
-	}
-	chain, extra, _, err := sp.extend(ctx, chain, baseSHA, next, old)
-	if err != nil {
-		return nil, err
-	}
-	if err := sp.push(ctx, riders[0].p, append(fresh, extra...)); err != nil {
-		return nil, err
-	}
-	return chain, nil
-}
-
 // push pushes new candidates to their branches in the base repository
 // of p, in one push.
 func (sp *speculation) push(ctx context.Context, p *gh.PullRequest, fresh []Candidate) error {
@@ -691,44 +653,7 @@ func (sp *speculation) commit(ctx context.Context, c Candidate, prev string, ahe
 	return sha, nil
 }
 
-// headChecks returns, per rider, the checks that reported on its PR's
-// heads (the entry's SeenChecks).
-func headChecks(riders []rider) [][]string {
-	out := make([][]string, len(riders))
-	for i, r := range riders {
-		out[i] = r.st.SeenChecks
-	}
-	return out
-}
-
-// readHeadChecks reads what reported on the riders' own heads and adds it
-// to their entries' SeenChecks; it reports whether any grew.
-func (sp *speculation) readHeadChecks(ctx context.Context, riders []rider) (bool, error) {
-	s := sp.s
-	inputs := make([]ChecksInput, len(riders))
-	if err := parallel(len(riders), func(i int) error {
-		var err error
-		inputs[i], err = s.readChecks(ctx, riders[i].st.PR.RepoRef(), riders[i].st.Head)
-		return err
-	}); err != nil {
-		return false, err
-	}
-	grew := false
-	for i := range riders {
-		st := &riders[i].st
-		seen := union(st.SeenChecks, EvaluateChecks(inputs[i]).Reported)
-		if len(seen) == len(st.SeenChecks) {
-			continue
-		}
-		st.SeenChecks, grew = seen, true
-		if err := s.q.save(ctx, st); err != nil {
-			return false, err
-		}
-	}
-	return grew, nil
-}
-
-// mergeUpTo merges the riders whose own candidates are green, in order;
+// mergeUpTo merges the entries whose own candidates are green, in order;
 // judged holds what each candidate's checks were judged on. Each merge is
 // observe → land → store → execute: GitHub re-read (the PR, its approval,
 // the base tip), the core's land decides with mayLand (the PR still open
@@ -738,14 +663,14 @@ func (sp *speculation) readHeadChecks(ctx context.Context, riders []rider) (bool
 // judged by the core as the serial queue's is (afterCommand: main's tree
 // must be the candidate's). Otherwise it stops, and the next pass lets the
 // PR leave or rebuilds.
-func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Candidate, judged []ChecksInput, baseSHA string) error {
+func (sp *speculation) mergeUpTo(ctx context.Context, entries []stored, chain []Candidate, judged []ChecksInput, baseSHA string) error {
 	s := sp.s
 	pol := s.cfg.policy()
 	expect := baseSHA
-	for i, r := range riders {
-		st, c := r.st, chain[i]
+	for i, st := range entries {
+		c := chain[i]
 		log := sp.log.With("pr", st.PR.String())
-		p, o, err := sp.observeLanding(ctx, st, log)
+		p, o, err := sp.observeLanding(ctx, st, expect, log)
 		if err != nil {
 			return s.retryLater(ctx, &st, err, log)
 		}
@@ -756,7 +681,7 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 		}
 		out, err := s.execute(ctx, &st, p, t, log)
 		if err != nil || out == nil {
-			return s.saved(err)
+			return unlessReplaced(err)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -778,9 +703,15 @@ func (sp *speculation) mergeUpTo(ctx context.Context, riders []rider, chain []Ca
 }
 
 // observeLanding reads what land judges, right before the merge: the PR,
-// its approval (when it is still on the queued head), and last the base
-// tip.
-func (sp *speculation) observeLanding(ctx context.Context, st stored, log *slog.Logger) (*gh.PullRequest, Observation, error) {
+// its approval (when it is still on the queued head), the base's policy
+// for the merge (when that approval stands), and last the base tip. The
+// policy is read at builtOn, the tip the candidate was built on, before
+// the tip is read for the last time, as the serial queue's executor reads
+// it: mayLand lets the merge go only when builtOn is still the tip, and
+// the policy's requests (the file, the comparison, the file's blobs) do
+// not stand between that read and the merge call, which does not guard
+// the tip.
+func (sp *speculation) observeLanding(ctx context.Context, st stored, builtOn string, log *slog.Logger) (*gh.PullRequest, Observation, error) {
 	s := sp.s
 	p, err := s.d.GitHub.GetPull(ctx, st.PR)
 	if err != nil {
@@ -791,6 +722,13 @@ func (sp *speculation) observeLanding(ctx context.Context, st stored, log *slog.
 		if o.Approval, err = s.verify(ctx, st.PR, st.approvalOf(p), log); err != nil {
 			return nil, Observation{}, err
 		}
+	}
+	if o.Approval.Approved {
+		ms, err := s.readMergeSettings(ctx, st.PR, st.Base, builtOn, st.Head, o.Approval.Approvers)
+		if err != nil {
+			return nil, Observation{}, err
+		}
+		o.Settings = &ms
 	}
 	tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
 	if err != nil {
@@ -845,16 +783,17 @@ func (sp *speculation) deleteBranch(ctx context.Context, c Candidate) {
 	}
 }
 
-// clear forgets an empty queue's candidates and deletes their branches.
+// clear forgets an empty queue's candidates (b, stored at rev) and
+// deletes their branches.
 // The checks seen on them stay expected of the next candidates: with no
 // rule naming them, they are all prloop knows of what CI runs, and a
 // candidate built after an empty queue must not be green as soon as one
 // check passed while the others have not registered yet.
-func (sp *speculation) clear(ctx context.Context) error {
-	b, rev, err := sp.load(ctx)
-	if err != nil || (len(b.Candidates) == 0 && b.BaseSHA == "" && len(b.Outbox) == 0) {
-		return err
+func (sp *speculation) clear(ctx context.Context, b Batch, rev uint64) error {
+	if len(b.Candidates) == 0 && b.BaseSHA == "" && len(b.Outbox) == 0 {
+		return nil
 	}
+	var err error
 	if len(b.Outbox) > 0 {
 		if rev, err = sp.flush(ctx, b, rev); err != nil {
 			return err

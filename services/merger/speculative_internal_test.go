@@ -174,8 +174,8 @@ func TestRiding_APRInBackoffHoldsOnlyItselfAndThoseBehindIt(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 	later, earlier := now.Add(time.Second), now.Add(-time.Second)
-	queue := func(notBefore ...time.Time) []stored {
-		out := make([]stored, len(notBefore))
+	queue := func(notBefore ...time.Time) []Entry {
+		out := make([]Entry, len(notBefore))
 		for i, nb := range notBefore {
 			out[i].NotBefore = nb
 		}
@@ -184,7 +184,7 @@ func TestRiding_APRInBackoffHoldsOnlyItselfAndThoseBehindIt(t *testing.T) {
 	var zero time.Time
 	for _, tc := range []struct {
 		name    string
-		entries []stored
+		entries []Entry
 		depth   int
 		want    int
 	}{

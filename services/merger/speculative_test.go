@@ -1,7 +1,6 @@
 package merger_test
 
 import (
-	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -183,83 +182,6 @@ func TestSpeculative_FailingPRInTheMiddleIsRemoved(t *testing.T) {
 	e.waitQueueEmpty()
 }
 
-// TestSpeculative_AGreenPRWhoseCandidateFailsLeavesForTheAgent: BROKEN's
-// own head is green, its candidate (a's green candidate plus it) is red:
-// it leaves the queue without a human (candidate_failed), and its
-// PRMergeFailed carries the candidate's failure for the agent.
-func TestSpeculative_AGreenPRWhoseCandidateFailsLeavesForTheAgent(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	prs, heads := e.openPRs("a.txt", "BROKEN.txt")
-	for _, h := range heads {
-		require.NoError(t, e.sim.SetStatus(e.repo, h, "ci", "success"))
-	}
-	e.candidateCI(func(_ *events.MergeCandidate, files []string) string {
-		if slices.Contains(files, "BROKEN.txt") {
-			return "failure"
-		}
-		return "success"
-	})
-	e.start(config(speculative), "replica-1")
-	for i, pr := range prs {
-		e.approve(pr, heads[i], "1")
-	}
-
-	failed := e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
-	assert.Equal(t, events.ReasonCandidateFailed, failed.Reason)
-	own := e.candidates(prs[1], events.CandidateBuilt)
-	require.NotEmpty(t, own)
-	assert.Equal(t, own[len(own)-1].Candidate, failed.Candidate, "names the failed candidate")
-	assert.Equal(t, failed.BaseSHA, e.git("merge-base", failed.BaseSHA, "main"), "and a tip of the base (the pass's)")
-	assert.Equal(t, "main", failed.BaseBranch)
-	require.Len(t, failed.Checks, 1)
-	assert.Equal(t, events.FailedCheck{Name: "ci", Kind: events.CheckKindStatus, Conclusion: "failure", ID: failed.Checks[0].ID,
-		URL: failed.Checks[0].URL, Description: failed.Checks[0].Description}, failed.Checks[0])
-	e.mergedTree(prs[0])
-	e.waitQueueEmpty()
-	assert.Zero(t, e.rec.Count(prs[1], events.TypeEscalationRequested), "no human is asked")
-}
-
-// TestSpeculative_TheCulpritLeavesFirstAndNothingIsStackedOnIt: with depth
-// 2, a's candidate is green and a+BROKEN's red, so BROKEN broke the build.
-// It leaves at once, before a merges, and c is stacked on a's candidate
-// while a merges. A candidate built on a failed one would hold the failure
-// too and only spend a CI run on a certain red: c's only candidate leaves
-// the broken PR out.
-func TestSpeculative_TheCulpritLeavesFirstAndNothingIsStackedOnIt(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	prs, heads := e.openPRs("a.txt", "BROKEN.txt", "c.txt")
-	var brokenFailed atomic.Bool
-	e.candidateCI(func(c *events.MergeCandidate, files []string) string {
-		switch {
-		case slices.Contains(files, "BROKEN.txt"):
-			brokenFailed.Store(true)
-			return "failure"
-		case c.PR.Number == prs[0].Number && !brokenFailed.Load():
-			return "" // a's candidate turns green only after a+BROKEN has failed
-		}
-		return "success"
-	})
-	e.start(config(func(c *merger.Config) { c.QueueMode, c.QueueDepth = merger.QueueSpeculative, 2 }), "replica-1")
-	for i, pr := range prs {
-		e.approve(pr, heads[i], "1")
-	}
-
-	aMerged := e.rec.Wait(t, prs[0], events.TypeMerged, waitFor)
-	failed := e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor)
-	assert.Equal(t, events.ReasonChecksFailed, failed.Data.(*events.MergeFailed).Reason)
-	assert.Contains(t, failed.Data.(*events.MergeFailed).Detail, fmt.Sprintf("plus #%d, this PR", prs[0].Number), "names the green PRs the candidate held")
-	assert.Less(t, failed.Seq, aMerged.Seq, "the culprit leaves before the PR ahead of it merges")
-	cTree := e.mergedTree(prs[2])
-	built := e.candidates(prs[2], events.CandidateBuilt)
-	require.Len(t, built, 1, "c is built once, after the broken PR left")
-	assert.Equal(t, []int{prs[0].Number}, built[0].Ahead, "c is stacked on a's green candidate, without the broken PR")
-	assert.Equal(t, built[0].Tree, cTree)
-	assert.Len(t, e.candidates(prs[1], events.CandidateBuilt), 1, "one CI run held the broken PR")
-	e.waitQueueEmpty()
-}
-
 // TestSpeculative_NextCandidatesRunWhileTheBatchMerges: when a batch is
 // proven, the PRs after it get their candidates, stacked on the batch,
 // before its PRs merge, so that their CI runs meanwhile. The merges leave
@@ -303,49 +225,6 @@ func TestSpeculative_NextCandidatesRunWhileTheBatchMerges(t *testing.T) {
 	}
 	require.Len(t, builtSeqs, 1)
 	assert.Less(t, builtSeqs[0], firstMerge, "c's CI started before the batch ahead of it merged")
-	e.waitQueueEmpty()
-}
-
-// TestSpeculative_ChecksSeenOnAMergedBatchAreExpectedOfTheNext: CI runs
-// lint on a's and b's candidates, its jobs all finishing between two
-// polls, but has not started it on c's. The merger saw lint on the
-// candidates it merged, so c waits for lint rather than merging a tree
-// lint never checked, and merges once lint passes.
-func TestSpeculative_ChecksSeenOnAMergedBatchAreExpectedOfTheNext(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	prs, heads := e.openPRs("a.txt", "b.txt", "c.txt")
-	e.candidateChecks(func(c *events.MergeCandidate, _ []string) (string, []string) {
-		if c.PR.Number == prs[2].Number {
-			return "success", []string{"ci"}
-		}
-		return "success", []string{"ci", "lint"}
-	})
-	e.start(config(func(c *merger.Config) { c.QueueMode, c.QueueDepth = merger.QueueSpeculative, 2 }), "replica-1")
-	for i, pr := range prs {
-		e.approve(pr, heads[i], "1")
-	}
-	e.mergedTree(prs[1])
-
-	var waiting *events.MergeWaiting
-	assert.Eventually(t, func() bool {
-		for _, r := range e.rec.For(prs[2]) {
-			if w, ok := r.Data.(*events.MergeWaiting); ok && slices.Contains(w.Checks, "lint") {
-				waiting = w
-				return true
-			}
-		}
-		return false
-	}, waitFor, 10*time.Millisecond)
-	require.NotNil(t, waiting, "c never said it waits for lint; its events: %v", e.rec.Types(prs[2]))
-	assert.Zero(t, e.rec.Count(prs[2], events.TypeMerged), "c is not merged without lint")
-	built := e.candidates(prs[2], events.CandidateBuilt)
-	require.NotEmpty(t, built)
-	cand := built[len(built)-1]
-	assert.Equal(t, cand.HeadSHA, waiting.HeadSHA)
-
-	require.NoError(t, e.sim.SetStatus(e.repo, cand.Candidate, "lint", "success"))
-	assert.Equal(t, cand.Tree, e.mergedTree(prs[2]), "c merges once lint passed on its candidate")
 	e.waitQueueEmpty()
 }
 

@@ -108,7 +108,7 @@ func (s *Service) verify(ctx context.Context, pr ghref.PR, in ApprovalInput, log
 	if base == "" {
 		base = in.Base
 	}
-	pol, perms, err := s.reviewPolicy(ctx, pr, base, log)
+	pol, perms, err := s.readReviewPolicy(ctx, pr, base, log)
 	if err != nil {
 		return ApprovalCheck{}, err
 	}
