@@ -135,12 +135,22 @@ type ShareOptions struct {
 	Log *slog.Logger
 }
 
-// ShareBudget makes b a share of the installation's budget, held in kv
-// (see "One budget for the installation"), until ctx is done: b admits
-// nothing until its first entry is written, then its share; at the end the
-// entry is marked gone (its claims still count for their windows). It
-// returns when ctx is done.
-func ShareBudget(ctx context.Context, kv kvlease.CASKV, b *Budget, o ShareOptions) {
+// BudgetBucket is the KV bucket of the installation's budget record.
+const BudgetBucket = "PRLOOP_GITHUB_BUDGET"
+
+// BudgetShare is a process's entry in the installation's budget record.
+type BudgetShare struct {
+	kv         kvlease.CASKV
+	b          *Budget
+	o          ShareOptions
+	validUntil time.Time
+}
+
+// JoinBudget makes b a share of the installation's budget held in kv (see
+// "One budget for the installation"): it writes this process's entry and
+// sets b's share, so that nothing is sent beyond it from the start. Run
+// keeps the entry renewed.
+func JoinBudget(ctx context.Context, kv kvlease.CASKV, b *Budget, o ShareOptions) (*BudgetShare, error) {
 	if o.Holder == "" {
 		o.Holder = kvlease.HolderID()
 	}
@@ -154,34 +164,75 @@ func ShareBudget(ctx context.Context, kv kvlease.CASKV, b *Budget, o ShareOption
 	if o.Log == nil {
 		o.Log = slog.Default()
 	}
+	s := &BudgetShare{kv: kv, b: b, o: o}
 	b.setShares(Shares{})
-	var validUntil time.Time
-	t := time.NewTicker(max(o.TTL/3, 10*time.Millisecond))
+	if err := s.renew(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// renew writes the entry, alive for a TTL, and applies the share.
+func (s *BudgetShare) renew(ctx context.Context) error {
+	now := s.o.Now()
+	f, err := renewShare(ctx, s.kv, s.o.Holder, s.b, now, now.Add(s.o.TTL))
+	if err != nil {
+		return err
+	}
+	s.b.setShares(f)
+	s.validUntil = now.Add(s.o.TTL)
+	return nil
+}
+
+// Run renews the entry every TTL/3 until ctx is done; a replica whose
+// entry expired unrenewed sends nothing (the others no longer count it
+// live). At the end the entry is marked gone: its claims still count for
+// their windows.
+func (s *BudgetShare) Run(ctx context.Context) {
+	t := time.NewTicker(max(s.o.TTL/3, 10*time.Millisecond))
 	defer t.Stop()
 	for {
-		now := o.Now()
-		f, err := renewShare(ctx, kv, o.Holder, b, now, now.Add(o.TTL))
-		switch {
-		case err == nil:
-			b.setShares(f)
-			validUntil = now.Add(o.TTL)
-		case ctx.Err() == nil:
-			o.Log.Warn("renewing this replica's share of the GitHub budget failed", "err", err)
-			if !o.Now().Before(validUntil) {
-				b.setShares(Shares{}) // the others no longer count us live
-			}
-		}
 		select {
 		case <-ctx.Done():
-			b.setShares(Shares{})
+			s.b.setShares(Shares{})
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			now := o.Now()
-			if _, err := renewShare(dctx, kv, o.Holder, b, now, now); err != nil {
-				o.Log.Warn("marking this replica's share of the GitHub budget gone failed; it expires by itself", "err", err)
+			now := s.o.Now()
+			if _, err := renewShare(dctx, s.kv, s.o.Holder, s.b, now, now); err != nil {
+				s.o.Log.Warn("marking this replica's share of the GitHub budget gone failed; it expires by itself", "err", err)
 			}
 			cancel()
 			return
 		case <-t.C:
+		}
+		if err := s.renew(ctx); err != nil && ctx.Err() == nil {
+			s.o.Log.Warn("renewing this replica's share of the GitHub budget failed", "err", err)
+			if !s.o.Now().Before(s.validUntil) {
+				s.b.setShares(Shares{})
+			}
+		}
+	}
+}
+
+// ShareBudget joins the installation's budget and keeps the share until
+// ctx is done (JoinBudget, then Run); until the join succeeds, b admits
+// nothing, and the join is tried again every TTL/3.
+func ShareBudget(ctx context.Context, kv kvlease.CASKV, b *Budget, o ShareOptions) {
+	if o.TTL <= 0 {
+		o.TTL = 15 * time.Second
+	}
+	for {
+		s, err := JoinBudget(ctx, kv, b, o)
+		if err == nil {
+			s.Run(ctx)
+			return
+		}
+		if o.Log != nil && ctx.Err() == nil {
+			o.Log.Warn("joining the installation's GitHub budget failed; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(max(min(o.TTL, time.Minute)/3, 10*time.Millisecond)):
 		}
 	}
 }

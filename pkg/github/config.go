@@ -101,6 +101,11 @@ type Config struct {
 	// GitHub's 900 for one process; each of N replicas sharing a token
 	// takes 900/N. (Only a benchmark that compresses time sets more.)
 	PointsPerMinute int `envconfig:"PRLOOP_GITHUB_POINTS_PER_MINUTE" default:"900" desc:"the process's points a minute per REST endpoint (a read 1, a write 5; GitHub allows 900); polling may use 3/4 of it, merges and statuses all of it"`
+	// SharedBudget makes the process's budget a share of the
+	// installation's, held in the PRLOOP_GITHUB_BUDGET KV bucket
+	// (budgetshare.go): the concurrency and points above are then the
+	// installation's, split between its live processes.
+	SharedBudget bool `envconfig:"PRLOOP_GITHUB_SHARED_BUDGET" default:"false" desc:"share PRLOOP_GITHUB_CONCURRENCY and the points a minute with every prloop process on this NATS (KV bucket PRLOOP_GITHUB_BUDGET): set it on every service of a split or replicated deployment, whose NATS users then need that bucket"`
 
 	// Token, when set, is used instead of resolving one from the environment.
 	// Never read from PRLOOP_ variables.
