@@ -3,7 +3,6 @@ package poller_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +15,6 @@ import (
 	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
-	"github.com/prloop/prloop/pkg/state"
 	"github.com/prloop/prloop/services/poller"
 )
 
@@ -69,22 +67,9 @@ func TestPoller_OneReplicaSearchesForAll(t *testing.T) {
 	}
 	start := func() replica {
 		conn := natstest.Connect(t, e.conn) // each replica its own connection, as processes
-		leases, err := poller.EnsureLeases(t.Context(), conn.JS, 1)
-		require.NoError(t, err)
-		kv, err := kvlease.OpenBucket(t.Context(), conn.JS, state.Bucket)
-		require.NoError(t, err)
-		pl := &probeLog{GitHub: e.client, probe: map[string]time.Time{}}
-		sh := poller.NewSharder(leases, interval, quiet())
-		s := poller.New(cfg, poller.Deps{
-			GitHub: searchingProbeLog{probeLog: pl, search: e.client}, Store: state.NewStore(kv), JS: conn.JS, Log: quiet(), Self: "prloop-bot", Now: e.sim.Now,
-			Shard: sh, NewPRs: poller.WatchNewPRs(kv),
+		pl, sh, stop := e.startReplica(conn, cfg, func(pl *probeLog) poller.GitHub {
+			return searchingProbeLog{probeLog: pl, search: e.client}
 		})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Run(ctx) }()
-		var once sync.Once
-		stop := func() { once.Do(func() { cancel(); <-done }) }
-		t.Cleanup(stop)
 		return replica{log: pl, sh: sh, conn: conn, stop: stop}
 	}
 	a, b := start(), start()
