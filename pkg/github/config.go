@@ -96,7 +96,7 @@ type Config struct {
 	// Concurrency bounds the requests in flight at once, in one process
 	// (the services of the all-in-one binary share it, see Budget): at most
 	// MaxConcurrency, GitHub's limit. Zero means no budget (tests).
-	Concurrency int `envconfig:"PRLOOP_GITHUB_CONCURRENCY" default:"20" desc:"the process's GitHub requests in flight at once (at most 100, GitHub's secondary limit); with replicas, split it between them"`
+	Concurrency int `envconfig:"PRLOOP_GITHUB_CONCURRENCY" default:"20" desc:"the process's GitHub requests in flight at once (at most 100, GitHub's secondary limit); with several processes on one token, set PRLOOP_GITHUB_SHARED_BUDGET to make it the installation's"`
 	// PointsPerMinute is the budget's points a minute per endpoint:
 	// GitHub's 900 for one process; each of N replicas sharing a token
 	// takes 900/N. (Only a benchmark that compresses time sets more.)
