@@ -31,6 +31,7 @@ import (
 	"github.com/prloop/prloop/pkg/config"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/github"
+	"github.com/prloop/prloop/pkg/kvlease"
 	"github.com/prloop/prloop/pkg/logging"
 	"github.com/prloop/prloop/pkg/metrics"
 	"github.com/prloop/prloop/pkg/natsx"
@@ -70,6 +71,9 @@ type Runtime struct {
 	// which every client NewGitHub builds draws on.
 	budgetOnce sync.Once
 	budget     *github.Budget
+	// budgetShare, when PRLOOP_GITHUB_SHARED_BUDGET is set, is the
+	// process's entry in the installation's budget, which Serve renews.
+	budgetShare *github.BudgetShare
 
 	mu       sync.Mutex
 	checks   []check
@@ -118,11 +122,18 @@ func (rt *Runtime) NewGitHub(ctx context.Context, cfg github.Config) (*github.Cl
 	opts := rt.GitHubOptions()
 	if cfg.Concurrency > 0 {
 		// Every service reads the same PRLOOP_GITHUB_CONCURRENCY.
+		var err error
 		rt.budgetOnce.Do(func() {
 			rt.budget = github.NewBudget(github.BudgetOptions{
 				Concurrency: cfg.Concurrency, EndpointPointsPerMinute: cfg.PointsPerMinute, Observer: rt.ghMetrics,
 			})
+			if cfg.SharedBudget && rt.JS != nil {
+				err = rt.joinBudget(ctx)
+			}
 		})
+		if err != nil {
+			return nil, err
+		}
 		opts.Budget = rt.budget
 	}
 	c, err := github.New(ctx, cfg, opts)
@@ -134,6 +145,21 @@ func (rt *Runtime) NewGitHub(ctx context.Context, cfg github.Config) (*github.Cl
 	}
 	rt.WatchGitHub(c)
 	return c, nil
+}
+
+// joinBudget makes the process's budget a share of the installation's
+// (PRLOOP_GITHUB_SHARED_BUDGET); Serve keeps it renewed.
+func (rt *Runtime) joinBudget(ctx context.Context) error {
+	kv, err := kvlease.EnsureBucket(ctx, rt.JS, github.BudgetBucket, "prloop's GitHub request budget, shared by its processes", rt.Common.StreamReplicas)
+	if err != nil {
+		return err
+	}
+	share, err := github.JoinBudget(ctx, kv, rt.budget, github.ShareOptions{Log: rt.Log.With("part", "github budget")})
+	if err != nil {
+		return err
+	}
+	rt.budgetShare = share
+	return nil
 }
 
 // SelfLogin returns prloop's own GitHub login: configured (PRLOOP_GITHUB_LOGIN)
@@ -337,6 +363,10 @@ func (rt *Runtime) Serve(ctx context.Context, services ...Service) error {
 
 	errs := make(chan error, len(services))
 	var wg sync.WaitGroup
+	if share := rt.budgetShare; share != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); share.Run(ctx) }()
+	}
 	for _, s := range services {
 		wg.Add(1)
 		go func() {

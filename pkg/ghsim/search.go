@@ -22,9 +22,9 @@ const (
 
 // searchQuery is the part of GitHub's search syntax the simulator knows:
 // is:pr / is:issue / type:, is:open / is:closed / state:, org: and user:
-// (any of them), repo: (any of them), author:, label: (all of them) and
-// archived:. Anything else (free text included) is refused with a 422
-// rather than answered wrongly.
+// (any of them), repo: (any of them), author:, label: (all of them),
+// archived: and created: (createdRange). Anything else (free text
+// included) is refused with a 422 rather than answered wrongly.
 type searchQuery struct {
 	pulls, issues bool
 	state         string
@@ -32,6 +32,7 @@ type searchQuery struct {
 	author        string
 	labels        []string
 	archived      string
+	created       []timeRange
 }
 
 func parseSearch(q string) (searchQuery, bool) {
@@ -64,6 +65,12 @@ func parseSearch(q string) (searchQuery, bool) {
 			sq.labels = append(sq.labels, val)
 		case "archived":
 			sq.archived = strings.ToLower(val)
+		case "created":
+			r, ok := parseTimeRange(val)
+			if !ok {
+				return sq, false
+			}
+			sq.created = append(sq.created, r)
 		default:
 			return sq, false
 		}
@@ -154,7 +161,7 @@ func (s *Sim) searchIssues(c *reqCtx) *result {
 			if sq.author != "" && !strings.EqualFold(sq.author, p.user.login) {
 				continue
 			}
-			if !hasLabels(p, sq.labels) {
+			if !hasLabels(p, sq.labels) || !inRanges(p.created, sq.created) {
 				continue
 			}
 			sel = append(sel, p)
@@ -247,4 +254,79 @@ func (s *Sim) searchLimitPerMinute() int {
 		return s.opts.SearchPerMinute
 	}
 	return searchPerMinute
+}
+
+// timeRange is [from, to) of a date qualifier; a zero bound is open.
+type timeRange struct{ from, to time.Time }
+
+// parseTimeRange reads a date qualifier's value as GitHub's search syntax
+// has it ("Understanding the search syntax", Query for dates,
+// https://docs.github.com/search-github/getting-started-with-searching-on-github/understanding-the-search-syntax#query-for-dates):
+// >X, >=X, <X, <=X, X..Y (both included), X..*, *..Y, or X alone, where X
+// is YYYY-MM-DD (the whole day, UTC here) or an ISO 8601 time
+// (YYYY-MM-DDTHH:MM:SSZ, with an offset or without one).
+func parseTimeRange(v string) (timeRange, bool) {
+	// at parses one bound: the first instant it names and the first
+	// after it.
+	at := func(s string) (first, after time.Time, ok bool) {
+		if t, err := time.Parse("2006-01-02", s); err == nil {
+			return t, t.AddDate(0, 0, 1), true
+		}
+		for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04"} {
+			if t, err := time.Parse(layout, s); err == nil {
+				return t, t.Add(time.Second), true
+			}
+		}
+		return time.Time{}, time.Time{}, false
+	}
+	if lo, hi, ok := strings.Cut(v, ".."); ok {
+		var r timeRange
+		if lo != "*" {
+			f, _, ok := at(lo)
+			if !ok {
+				return r, false
+			}
+			r.from = f
+		}
+		if hi != "*" {
+			_, a, ok := at(hi)
+			if !ok {
+				return r, false
+			}
+			r.to = a
+		}
+		return r, true
+	}
+	for _, op := range []string{">=", "<=", ">", "<"} {
+		rest, ok := strings.CutPrefix(v, op)
+		if !ok {
+			continue
+		}
+		f, a, ok := at(rest)
+		if !ok {
+			return timeRange{}, false
+		}
+		switch op {
+		case ">=":
+			return timeRange{from: f}, true
+		case ">":
+			return timeRange{from: a}, true
+		case "<=":
+			return timeRange{to: a}, true
+		}
+		return timeRange{to: f}, true
+	}
+	f, a, ok := at(v)
+	return timeRange{from: f, to: a}, ok
+}
+
+// inRanges reports whether t lies in every range (date qualifiers AND).
+func inRanges(t time.Time, rs []timeRange) bool {
+	t = t.Truncate(time.Second) // GitHub's timestamps have whole seconds
+	for _, r := range rs {
+		if (!r.from.IsZero() && t.Before(r.from)) || (!r.to.IsZero() && !t.Before(r.to)) {
+			return false
+		}
+	}
+	return true
 }

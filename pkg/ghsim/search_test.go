@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -203,4 +204,51 @@ func TestContract_InstallationRepositories(t *testing.T) {
 	require.Len(t, got.Repositories, 2)
 	assert.ElementsMatch(t, []string{e.repo.String(), a.String()}, []string{got.Repositories[0].FullName, got.Repositories[1].FullName})
 	assert.Equal(t, 403, call(t, e.srv, "GET", "/installation/repositories", tokBot, nil).StatusCode, "not an installation token")
+}
+
+// TestContract_SearchByCreated: the created: qualifier ("Searching issues
+// and pull requests", Search by when an issue or pull request was created
+// or last updated, https://docs.github.com/search-github/searching-on-github/searching-issues-and-pull-requests#search-by-when-an-issue-or-pull-request-was-created-or-last-updated;
+// its forms in "Understanding the search syntax", Query for dates) takes
+// >, >=, <, <=, a range X..Y with both ends included, an open end *, and a
+// date or an ISO 8601 time. It is how a query of more than the 1,000
+// results a search shows is partitioned.
+func TestContract_SearchByCreated(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	r, err := e.sim.CreateRepo("acme", "dates", map[string]string{"README.md": "x\n"})
+	require.NoError(t, err)
+	t0 := e.sim.Now().Truncate(time.Second)
+	for range 3 { // one PR at t0, t0+1h, t0+2h
+		_, err := e.sim.OpenPRs(r, 1, "agent")
+		require.NoError(t, err)
+		e.sim.Advance(time.Hour)
+	}
+	at := func(d time.Duration) string { return t0.Add(d).UTC().Format(time.RFC3339) }
+	tests := []struct {
+		name string
+		q    string
+		want int
+	}{
+		{name: "at or before", q: "created:<=" + at(time.Hour), want: 2},
+		{name: "before", q: "created:<" + at(time.Hour), want: 1},
+		{name: "at or after", q: "created:>=" + at(time.Hour), want: 2},
+		{name: "after", q: "created:>" + at(time.Hour), want: 1},
+		{name: "a range includes both ends", q: "created:" + at(0) + ".." + at(time.Hour), want: 2},
+		{name: "an open end", q: "created:*.." + at(0), want: 1},
+		{name: "a day", q: "created:" + t0.Format("2006-01-02") + "..*", want: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := call(t, e.srv, "GET", searchPath("is:pr repo:acme/dates "+tt.q, 0), tokBot, nil)
+			require.Equal(t, 200, res.StatusCode, string(res.body))
+			var got struct {
+				TotalCount int `json:"total_count"`
+			}
+			res.json(t, &got)
+			assert.Equal(t, tt.want, got.TotalCount)
+		})
+	}
+	assert.Equal(t, 422, call(t, e.srv, "GET", searchPath("is:pr created:yesterday", 0), tokBot, nil).StatusCode)
 }

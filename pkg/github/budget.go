@@ -2,6 +2,7 @@ package github
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -128,6 +129,9 @@ type Budget struct {
 	wake        chan struct{} // closed and replaced on every release
 	points      map[string][]spent
 	creates     []time.Time // content-creating requests of the last hour
+	// shares is this process's part of each limit: whole alone, set by
+	// ShareBudget when the installation has several (budgetshare.go).
+	shares Shares
 }
 
 // spent is points an endpoint spent at a time.
@@ -168,6 +172,7 @@ func NewBudget(o BudgetOptions) *Budget {
 		obs:            o.Observer,
 		wake:           make(chan struct{}),
 		points:         map[string][]spent{},
+		shares:         fullShares,
 	}
 	if b.now == nil {
 		b.now = time.Now
@@ -240,19 +245,23 @@ func (b *Budget) sleep(ctx context.Context, wake <-chan struct{}, d time.Duratio
 // time holds nobody else back.
 func (b *Budget) admit(route string, pts int, creates bool, p Priority) (wait time.Duration, forSlot bool) {
 	now := b.now()
+	concurrency, endpointPoints, perMinute, perHour := b.limits()
+	if concurrency == 0 || endpointPoints == 0 || (creates && (perMinute == 0 || perHour == 0)) {
+		return shareWait, false // no share yet, or none left: setShares wakes us
+	}
 	window := trim(b.points[route], now.Add(-time.Minute))
 	b.points[route] = window
 	used := 0
 	for _, s := range window {
 		used += s.points
 	}
-	if over := used + pts - p.share(b.endpointPoints); over > 0 {
+	if over := used + pts - p.share(endpointPoints); over > 0 {
 		wait = max(wait, freedAfter(window, over, now))
 	}
 	if creates {
 		b.creates = trimTimes(b.creates, now.Add(-time.Hour))
-		if len(b.creates) >= b.perHour {
-			wait = max(wait, b.creates[len(b.creates)-b.perHour].Add(time.Hour).Sub(now))
+		if len(b.creates) >= perHour {
+			wait = max(wait, b.creates[len(b.creates)-perHour].Add(time.Hour).Sub(now))
 		}
 		recent := 0
 		for _, t := range b.creates {
@@ -260,8 +269,8 @@ func (b *Budget) admit(route string, pts int, creates bool, p Priority) (wait ti
 				recent++
 			}
 		}
-		if recent >= b.perMinute {
-			wait = max(wait, b.creates[len(b.creates)-b.perMinute].Add(time.Minute).Sub(now))
+		if recent >= perMinute {
+			wait = max(wait, b.creates[len(b.creates)-perMinute].Add(time.Minute).Sub(now))
 		}
 	}
 	if wait > 0 {
@@ -272,7 +281,66 @@ func (b *Budget) admit(route string, pts int, creates bool, p Priority) (wait ti
 			return 0, true
 		}
 	}
-	return 0, b.inFlight >= p.share(b.concurrency)
+	return 0, b.inFlight >= p.share(concurrency)
+}
+
+// shareWait is how long a request waits, at most, for a share of the
+// installation's budget before it looks again (setShares wakes it sooner).
+const shareWait = time.Second
+
+// limits are the limits in force, with b.mu held: this process's share of
+// each (a floor, so that the shares add up to no more than the whole).
+func (b *Budget) limits() (concurrency, endpointPoints, perMinute, perHour int) {
+	part := func(limit int, f float64) int { return int(math.Floor(float64(limit)*f + 1e-9)) }
+	return part(b.concurrency, b.shares.Concurrency), part(b.endpointPoints, b.shares.Points),
+		part(b.perMinute, b.shares.CreatesMinute), part(b.perHour, b.shares.CreatesHour)
+}
+
+// setShares sets this process's part of each limit and wakes the waiters.
+func (b *Budget) setShares(f Shares) {
+	b.mu.Lock()
+	b.shares = f
+	b.mu.Unlock()
+	b.broadcast()
+}
+
+// Limits are the limits in force: this process's share of each.
+func (b *Budget) Limits() (concurrency, endpointPoints, createsPerMinute, createsPerHour int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.limits()
+}
+
+// usage is what this process uses of each whole limit: the requests in
+// flight, the busiest endpoint's points of the minute, the content
+// created in the minute and in the hour.
+func (b *Budget) usage() Shares {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	busiest := 0
+	for route, w := range b.points {
+		w = trim(w, now.Add(-time.Minute))
+		b.points[route] = w
+		n := 0
+		for _, s := range w {
+			n += s.points
+		}
+		busiest = max(busiest, n)
+	}
+	b.creates = trimTimes(b.creates, now.Add(-time.Hour))
+	recent := 0
+	for _, t := range b.creates {
+		if t.After(now.Add(-time.Minute)) {
+			recent++
+		}
+	}
+	return Shares{
+		Concurrency:   float64(b.inFlight) / float64(b.concurrency),
+		Points:        float64(busiest) / float64(b.endpointPoints),
+		CreatesMinute: float64(recent) / float64(b.perMinute),
+		CreatesHour:   float64(len(b.creates)) / float64(b.perHour),
+	}
 }
 
 // freedAfter is how long until points spent in window (oldest first), at

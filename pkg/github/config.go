@@ -96,11 +96,16 @@ type Config struct {
 	// Concurrency bounds the requests in flight at once, in one process
 	// (the services of the all-in-one binary share it, see Budget): at most
 	// MaxConcurrency, GitHub's limit. Zero means no budget (tests).
-	Concurrency int `envconfig:"PRLOOP_GITHUB_CONCURRENCY" default:"20" desc:"the process's GitHub requests in flight at once (at most 100, GitHub's secondary limit); with replicas, split it between them"`
+	Concurrency int `envconfig:"PRLOOP_GITHUB_CONCURRENCY" default:"20" desc:"the process's GitHub requests in flight at once (at most 100, GitHub's secondary limit); with several processes on one token, set PRLOOP_GITHUB_SHARED_BUDGET to make it the installation's"`
 	// PointsPerMinute is the budget's points a minute per endpoint:
 	// GitHub's 900 for one process; each of N replicas sharing a token
 	// takes 900/N. (Only a benchmark that compresses time sets more.)
 	PointsPerMinute int `envconfig:"PRLOOP_GITHUB_POINTS_PER_MINUTE" default:"900" desc:"the process's points a minute per REST endpoint (a read 1, a write 5; GitHub allows 900); polling may use 3/4 of it, merges and statuses all of it"`
+	// SharedBudget makes the process's budget a share of the
+	// installation's, held in the PRLOOP_GITHUB_BUDGET KV bucket
+	// (budgetshare.go): the concurrency and points above are then the
+	// installation's, split between its live processes.
+	SharedBudget bool `envconfig:"PRLOOP_GITHUB_SHARED_BUDGET" default:"false" desc:"share PRLOOP_GITHUB_CONCURRENCY and the points a minute with every prloop process on this NATS (KV bucket PRLOOP_GITHUB_BUDGET): set it on every service of a split or replicated deployment, whose NATS users then need that bucket"`
 
 	// Token, when set, is used instead of resolving one from the environment.
 	// Never read from PRLOOP_ variables.

@@ -134,6 +134,10 @@ type searchWatch struct {
 	queries   func() []string
 	kick      func(ghref.Repo)
 	log       *slog.Logger
+	// leases, when set (several replicas), holds the search lease and the
+	// last round (searchlease.go); holder names this replica.
+	leases Leases
+	holder string
 
 	mu sync.Mutex
 	// seen is each PR's signature in the last round (searchSig).
@@ -183,12 +187,23 @@ func searchSig(it github.SearchItem) string {
 			strconv.Itoa(r.GetRocket()), strconv.Itoa(r.GetEyes())}, ":") + "|" + strings.Join(labels, ",")
 }
 
-// run searches once per interval until ctx is done.
+// run searches once per interval until ctx is done. With several
+// replicas (a lease bucket), only the holder of the search lease asks
+// GitHub, and the others apply the rounds it stores (searchlease.go).
 func (w *searchWatch) run(ctx context.Context) {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
+	var lead *searchLead
+	if w.leases != nil {
+		lead = &searchLead{w: w}
+		defer lead.stop()
+	}
 	for {
-		w.round(ctx)
+		if lead == nil {
+			w.round(ctx)
+		} else {
+			lead.round(ctx)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -197,18 +212,41 @@ func (w *searchWatch) run(ctx context.Context) {
 	}
 }
 
-// round runs every query, within the search budget, and probes the
-// repositories whose watched PRs changed, appeared or left. Coverage is
-// given only by a query read to its end: a PR a partial answer did not
-// show is probed by the lists, as without a search.
+// round is one round of a lone poller: search, then apply.
 func (w *searchWatch) round(ctx context.Context) {
+	if r, ok := w.fetch(ctx); ok {
+		w.apply(r)
+	}
+}
+
+// searchRound is what one round of searches showed: each PR's signature
+// (searchSig) and whether it showed the PR in full (covered), and whether
+// it read every query to its end (Complete). It is stored in the lease
+// bucket for the replicas that do not search (searchlease.go).
+type searchRound struct {
+	At       time.Time         `json:"at"`
+	Complete bool              `json:"complete"`
+	PRs      []searchRoundItem `json:"prs"`
+}
+
+// searchRoundItem is one PR a round showed.
+type searchRoundItem struct {
+	Owner   string `json:"owner"`
+	Repo    string `json:"repo"`
+	Number  int    `json:"number"`
+	Sig     string `json:"sig"`
+	Covered bool   `json:"covered,omitempty"`
+}
+
+// fetch runs every query, within the search budget. A PR is covered only
+// by a query read to its end: a PR a partial answer did not show is probed
+// by the lists, as without a search. ok is false when ctx ended.
+func (w *searchWatch) fetch(ctx context.Context) (searchRound, bool) {
 	budget := max(1, int(float64(w.perMinute)*w.interval.Minutes()))
-	seen := map[string]searchEntry{}
-	covered := map[string]bool{}
-	complete := true
+	r := searchRound{Complete: true}
 	for _, q := range w.queries() {
 		if budget <= 0 {
-			complete = false
+			r.Complete = false
 			break
 		}
 		res, err := w.api.SearchIssues(ctx, q, budget)
@@ -217,7 +255,7 @@ func (w *searchWatch) round(ctx context.Context) {
 			if ctx.Err() == nil {
 				w.log.Warn("search failed; probing by the lists meanwhile", "query", q, "err", err)
 			}
-			complete = false
+			r.Complete = false
 			continue
 		}
 		for _, it := range res.Items {
@@ -225,23 +263,34 @@ func (w *searchWatch) round(ctx context.Context) {
 			if err != nil || !it.IsPull() {
 				continue
 			}
-			k := repo.PR(it.Number).Key()
-			seen[k] = searchEntry{sig: searchSig(it), repo: repo}
-			if !res.Incomplete {
-				covered[k] = true
-			}
+			r.PRs = append(r.PRs, searchRoundItem{Owner: repo.Owner, Repo: repo.Name, Number: it.Number, Sig: searchSig(it), Covered: !res.Incomplete})
 		}
 		if res.Incomplete {
-			complete = false
+			r.Complete = false
 			w.log.Warn("search shows only part of its results; probing by the lists where it did not reach", "query", q, "total", res.Total, "shown", len(res.Items))
 		}
 	}
-	if ctx.Err() != nil {
-		return
+	r.At = time.Now()
+	return r, ctx.Err() == nil
+}
+
+// apply remembers what round r showed and probes the repositories whose
+// watched PRs changed, appeared or left. Coverage lasts from when r ended,
+// so a round whose searcher died lapses by itself.
+func (w *searchWatch) apply(r searchRound) {
+	seen := make(map[string]searchEntry, len(r.PRs))
+	covered := map[string]bool{}
+	for _, it := range r.PRs {
+		repo := ghref.Repo{Owner: it.Owner, Name: it.Repo}
+		k := repo.PR(it.Number).Key()
+		seen[k] = searchEntry{sig: it.Sig, repo: repo}
+		if it.Covered {
+			covered[k] = true
+		}
 	}
 	w.mu.Lock()
 	prev, first := w.seen, w.rounds == 0
-	w.seen, w.covered, w.roundAt = seen, covered, time.Now()
+	w.seen, w.covered, w.roundAt = seen, covered, r.At
 	w.rounds++
 	w.mu.Unlock()
 	if first {
@@ -259,7 +308,7 @@ func (w *searchWatch) round(ctx context.Context) {
 			kick(e.repo)
 		}
 	}
-	if !complete {
+	if !r.Complete {
 		return // a PR missing from a partial answer may not have left
 	}
 	for k, e := range prev {

@@ -223,6 +223,9 @@ func New(cfg Config, d Deps) *Service {
 			api: sr, interval: cfg.PollInterval, perMinute: cfg.SearchPerMinute, queries: s.searchQueries, kick: s.probeSoon,
 			log: d.Log.With("part", "search"),
 		}
+		if d.Shard != nil {
+			s.search.leases, s.search.holder = d.Shard.kv, d.Shard.ID()
+		}
 	}
 	return s
 }

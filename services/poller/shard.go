@@ -25,6 +25,7 @@ const LeaseBucket = "PRLOOP_POLLER_LEASES"
 // Leases is the part of jetstream.KeyValue the sharder uses.
 type Leases interface {
 	kvlease.KV
+	Put(ctx context.Context, key string, value []byte) (uint64, error)
 	ListKeys(ctx context.Context, opts ...jetstream.WatchOpt) (jetstream.KeyLister, error)
 }
 
@@ -221,6 +222,9 @@ func (s *Sharder) scan(ctx context.Context) (live []string, owned map[string]boo
 	owned = map[string]bool{}
 	now := time.Now()
 	for _, k := range keys {
+		if !strings.HasPrefix(k, "replica.") && !strings.HasPrefix(k, "repo.") {
+			continue // the search's lease and round (searchlease.go)
+		}
 		rec, ok, err := kvlease.Peek(ctx, s.kv, k)
 		if err != nil {
 			return nil, nil, err

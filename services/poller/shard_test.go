@@ -47,6 +47,30 @@ func (p *probeLog) since(t time.Time) map[string]bool {
 	return out
 }
 
+// startReplica runs a poller replica of cfg on conn, sharding by leases
+// of cfg.PollInterval, its GitHub client the probeLog wrapped by gh; it
+// returns the replica's probes, its sharder and its stop.
+func (e *env) startReplica(conn *natsx.Conn, cfg poller.Config, gh func(*probeLog) poller.GitHub) (*probeLog, *poller.Sharder, func()) {
+	t := e.t
+	leases, err := poller.EnsureLeases(t.Context(), conn.JS, 1)
+	require.NoError(t, err)
+	kv, err := kvlease.OpenBucket(t.Context(), conn.JS, state.Bucket)
+	require.NoError(t, err)
+	pl := &probeLog{GitHub: e.client, probe: map[string]time.Time{}}
+	sh := poller.NewSharder(leases, cfg.PollInterval, quiet())
+	s := poller.New(cfg, poller.Deps{
+		GitHub: gh(pl), Store: state.NewStore(kv), JS: conn.JS, Log: quiet(), Self: "prloop-bot", Now: e.sim.Now,
+		Shard: sh, NewPRs: poller.WatchNewPRs(kv),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return pl, sh, stop
+}
+
 // TestPoller_TwoReplicasShareRepositories: two pollers over 20 repositories
 // probe disjoint halves that cover all; when one dies without releasing its
 // leases, the other takes every repository over within two intervals.
@@ -68,24 +92,7 @@ func TestPoller_TwoReplicasShareRepositories(t *testing.T) {
 	cfg := e.config(func(c *poller.Config) { c.Repos = repos; c.PollInterval = interval })
 
 	start := func(conn *natsx.Conn) (*probeLog, *poller.Sharder, func()) {
-		leases, err := poller.EnsureLeases(t.Context(), conn.JS, 1)
-		require.NoError(t, err)
-		kv, err := kvlease.OpenBucket(t.Context(), conn.JS, state.Bucket)
-		require.NoError(t, err)
-		store := state.NewStore(kv)
-		pl := &probeLog{GitHub: e.client, probe: map[string]time.Time{}}
-		sh := poller.NewSharder(leases, interval, quiet())
-		s := poller.New(cfg, poller.Deps{
-			GitHub: pl, Store: store, JS: conn.JS, Log: quiet(), Self: "prloop-bot", Now: e.sim.Now,
-			Shard: sh, NewPRs: poller.WatchNewPRs(kv),
-		})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- s.Run(ctx) }()
-		var once sync.Once
-		stop := func() { once.Do(func() { cancel(); <-done }) }
-		t.Cleanup(stop)
-		return pl, sh, stop
+		return e.startReplica(conn, cfg, func(pl *probeLog) poller.GitHub { return pl })
 	}
 	// Each replica has its own connection, as separate processes would.
 	connA, connB := natstest.Connect(t, e.conn), natstest.Connect(t, e.conn)
