@@ -29,6 +29,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/natsx"
 	"github.com/prloop/prloop/pkg/natsx/natstest"
 	"github.com/prloop/prloop/pkg/proctest"
@@ -53,6 +54,10 @@ var ownBuckets = map[string][]string{
 	merger.Name:    {merger.Bucket},
 	escalator.Name: {escalator.ClaimBucket},
 }
+
+// sharedBuckets are the KV buckets every service reads and writes: the
+// GitHub request budget of the installation (pkg/github's ShareBudget).
+var sharedBuckets = []string{github.BudgetBucket}
 
 // pageHosts are the services whose HTTP server also serves the web page
 // (their cmd/<name>/main.go) in a split deployment.
@@ -132,6 +137,13 @@ func wantNATSUsers() map[string]natsUser {
 		for _, b := range ownBuckets[name] {
 			// kvlease.Bucket removes the marker a delete leaves.
 			pub = append(pub, "$JS.API.STREAM.PURGE.KV_"+b)
+		}
+		// The installation's GitHub budget (PRLOOP_GITHUB_SHARED_BUDGET):
+		// one record every service's processes share, each writing its
+		// own entry with compare-and-set.
+		for _, b := range sharedBuckets {
+			pub = append(pub, "$JS.API.STREAM.CREATE.KV_"+b, "$JS.API.STREAM.UPDATE.KV_"+b, "$KV."+b+".>")
+			pub = append(pub, kvRead(b)...)
 		}
 		if name == poller.Name {
 			// MergedByPrloop reads the stream's last PRMerged of a PR.
