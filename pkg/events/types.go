@@ -447,6 +447,12 @@ type MergeQueued struct {
 	// are tested together, so these are the PRs whose changes the PR's
 	// candidate will include (its batch).
 	Ahead []int `json:"ahead,omitempty"`
+	// Priority says the PR carries the priority label (PRLOOP_PRIORITY_LABEL
+	// or the base's merge.priority_label): it goes ahead of every PR
+	// without it, after those already riding in candidates. The merger
+	// publishes PRMergeQueued again when the label is added or removed
+	// while the PR is queued.
+	Priority bool `json:"priority,omitempty"`
 }
 
 // Candidate states carried by MergeCandidate.

@@ -67,6 +67,9 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			if err := ctxtime.Sleep(ctx, s.cfg.PollInterval); err != nil {
 				return err
 			}
+			if s.yields(ctx, st, log) {
+				return nil
+			}
 		}
 	}
 }

@@ -359,9 +359,14 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	if a.PR.URL == "" {
 		a.PR.URL = p.GetHTMLURL()
 	}
+	label, err := s.priorityLabel(ctx, a.PR.RepoRef(), v.BaseRef)
+	if err != nil {
+		return fmt.Errorf("queue %s: %w", a.PR, err)
+	}
 	e := Entry{
 		PR: a.PR, Base: v.BaseRef, Seq: a.Seq, ApprovedHead: a.Head, Head: a.Head,
 		Approvers: a.Approvers, QueuedAt: s.d.Now().UTC(), Anchor: a.Anchor, BaseSince: a.BaseSince, Epoch: a.Epoch, FixCycle: a.FixCycle,
+		Priority: hasLabel(p, label),
 	}
 	if v.HeadSHA == a.Head {
 		in := e.approvalOf(p)
@@ -407,17 +412,17 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 		}
 	}
 	qid := queueID(a.PR.RepoRef(), st.Base)
-	pos, ahead, err := s.q.position(ctx, qid, st.Seq)
+	pos, ahead, err := s.q.position(ctx, qid, a.PR)
 	if err != nil {
 		return err
 	}
 	if _, _, err := s.emit.Emit(ctx, &events.MergeQueued{
 		Base: events.Base{PR: a.PR, HeadSHA: st.ApprovedHead}, Position: pos, BaseBranch: st.Base,
-		Mode: s.cfg.queueMode(), Ahead: ahead,
+		Mode: s.cfg.queueMode(), Ahead: ahead, Priority: st.Priority,
 	}, st.ApprovedHead, strconv.FormatUint(st.Seq, 10)); err != nil { // one per queued approval
 		return err
 	}
-	log.Info("queued for merge", "base", st.Base, "position", pos, "already_queued", again, "approvers", a.Approvers)
+	log.Info("queued for merge", "base", st.Base, "position", pos, "priority", st.Priority, "already_queued", again, "approvers", a.Approvers)
 	s.Kick()
 	return nil
 }
@@ -540,7 +545,7 @@ func (s *Service) drain(ctx context.Context, id string, lease *kvlease.Lease) {
 		return
 	}
 	for lctx.Err() == nil {
-		entries, err := s.q.list(lctx, id)
+		entries, err := s.ordered(lctx, id)
 		if err != nil {
 			if lctx.Err() == nil {
 				s.log.Warn("read merge queue", "queue", id, "err", err)

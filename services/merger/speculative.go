@@ -150,7 +150,7 @@ type rider struct {
 // once (false: the queue is empty or must wait for NotBefore).
 func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	s := sp.s
-	entries, err := s.q.list(ctx, sp.qid)
+	entries, err := s.ordered(ctx, sp.qid)
 	if err != nil {
 		return false, err
 	}
