@@ -67,8 +67,8 @@
 // "Published by" names the NATS user (deploy/nats/nats.conf) allowed to
 // publish the type; PublishedBy holds the same column as data, and the
 // deployments' permissions and the services' Emitters are checked against it.
-// cli is the operator's `prloop watch` and `prloop open` (or an
-// orchestrator with the cli's credentials).
+// cli is the operator's `prloop watch`, `prloop open` and `prloop queue`
+// (or an orchestrator with the cli's credentials).
 //
 // Data field names are fixed so that consumers outside prloop can rely on
 // them: pr (owner, repo, number, url), head_sha, status, fix_cycle, reason,
@@ -109,6 +109,9 @@
 //	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch, fix_cycle     |
 //	| PRChecksFailed        | poller                   | gating checks failed on head_sha (not prloop's own status)    | checks, round, fix_cycle, epoch, base, anchor, … |
 //	| PRAgentWaiting        | feedback                 | the agent's next run waits (the day's budget), or starts      | state, reason, spent_usd, budget_usd, resume_at, fix_cycle |
+//	| PRQueueFreezeRequested | cli                     | command: freeze (or unfreeze) a base's merge queue (repo#0)   | base, unfreeze, reason, until, actor         |
+//	| PRQueueFrozen         | merger                   | nothing merges on the base until unfrozen (repo#0)            | base, reason, until, actor                   |
+//	| PRQueueUnfrozen       | merger                   | merges on the base go on (repo#0)                             | base, detail, actor                          |
 //
 // # Opening a pull request
 //
@@ -122,6 +125,21 @@
 // carries the head it pushed (ID(pr, PRCreated, EventSHA(head))), so a
 // repeated request for a PR already open publishes nothing new. The
 // poller consumes PRCreated as it consumes PRWatchRequested.
+//
+// # Queue freezes
+//
+// PRQueueFreezeRequested (`prloop queue freeze` and `unfreeze`),
+// PRQueueFrozen and PRQueueUnfrozen are about a repository's base branch
+// (base; empty: every base of the repository), not a PR: like
+// PRCreateRequested their pr is the repository with number 0 and their
+// subject pr.<owner>.<repo>.0.<Type> (RepoLevel). The merger records the
+// freeze (its PRLOOP_MERGE_QUEUE bucket, so it outlives restarts) and
+// publishes PRQueueFrozen, id ID(repo#0, PRQueueFrozen, BaseToken(base),
+// the request's id); PRQueueUnfrozen when an operator lifts it or its
+// until passes, id ID(repo#0, PRQueueUnfrozen, BaseToken(base), the
+// freezing request's id, the lifting request's id or "expired"). The
+// views apply them to every queued PR of that base ("queue frozen:
+// <reason>").
 //
 // # Order
 //

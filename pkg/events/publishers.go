@@ -27,9 +27,9 @@ var publishedBy = map[string][]Type{
 		TypeChecksFailed,
 	},
 	PublisherFeedback:  {TypeCreated, TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested, TypeAgentWaiting},
-	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested},
+	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested, TypeQueueFrozen, TypeQueueUnfrozen},
 	PublisherEscalator: {TypeEscalated},
-	PublisherCLI:       {TypeCreateRequested, TypeWatchRequested},
+	PublisherCLI:       {TypeCreateRequested, TypeWatchRequested, TypeQueueFreezeRequested},
 }
 
 // Publishers lists every publisher of the table in doc.go, sorted.

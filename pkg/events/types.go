@@ -51,7 +51,7 @@ var Types = []Type{
 	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
 	TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
 	TypeEscalationResolved, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested,
-	TypeChecksFailed, TypeAgentWaiting,
+	TypeChecksFailed, TypeAgentWaiting, TypeQueueFreezeRequested, TypeQueueFrozen, TypeQueueUnfrozen,
 }
 
 // Status is a PR's review status as the poller computes it.
@@ -224,17 +224,17 @@ const CreateRequestedNumber = 0
 const MaxBody = 8 << 10
 
 // CheckRef reports whether pr is what an event of type t may be about: a
-// pull request (a positive number), or for PRCreateRequested the
-// repository with number 0.
+// pull request (a positive number), or for PRCreateRequested and the
+// other RepoLevel types the repository with number 0.
 func CheckRef(pr ghref.PR, t Type) error {
-	if t != TypeCreateRequested {
+	if !RepoLevel(t) {
 		return pr.Validate()
 	}
 	if err := pr.RepoRef().Validate(); err != nil {
 		return err
 	}
-	if pr.Number != CreateRequestedNumber {
-		return fmt.Errorf("%w: %s is about a PR yet to be opened: number %d, want %d", ghref.ErrInvalid, t, pr.Number, CreateRequestedNumber)
+	if pr.Number != RepoNumber {
+		return fmt.Errorf("%w: %s is about a repository, not a PR: number %d, want %d", ghref.ErrInvalid, t, pr.Number, RepoNumber)
 	}
 	return nil
 }
@@ -697,6 +697,12 @@ func newData(t Type) (Data, error) {
 		return &ChecksFailed{}, nil
 	case TypeAgentWaiting:
 		return &AgentWaiting{}, nil
+	case TypeQueueFreezeRequested:
+		return &QueueFreezeRequested{}, nil
+	case TypeQueueFrozen:
+		return &QueueFrozen{}, nil
+	case TypeQueueUnfrozen:
+		return &QueueUnfrozen{}, nil
 	}
 	return nil, fmt.Errorf("unknown event type %q", t)
 }

@@ -87,7 +87,7 @@ import (
 const Name = "merger"
 
 // Types are the event types the service consumes.
-var Types = []events.Type{events.TypeReviewApproved}
+var Types = []events.Type{events.TypeReviewApproved, events.TypeQueueFreezeRequested}
 
 // GitHub is the part of the GitHub client the merger uses.
 type GitHub interface {
@@ -215,8 +215,12 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // handle records a PRReviewApproved message as a pending approval, which
-// the worker queues (Enqueue): nothing here waits on GitHub.
+// the worker queues (Enqueue): nothing here waits on GitHub. A
+// PRQueueFreezeRequested freezes or unfreezes a queue (freeze.go).
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
+	if f, ok := m.Data.(*events.QueueFreezeRequested); ok {
+		return s.handleFreeze(ctx, m, f)
+	}
 	d, ok := m.Data.(*events.ReviewApproved)
 	if !ok {
 		return nil
@@ -480,6 +484,9 @@ func (s *Service) work(ctx context.Context) {
 // a ready entry and whose lock this replica can take.
 func (s *Service) scan(ctx context.Context) error {
 	if err := s.settlePending(ctx); err != nil {
+		return err
+	}
+	if err := s.thaw(ctx); err != nil {
 		return err
 	}
 	ids, depth, err := s.q.queues(ctx)

@@ -792,6 +792,9 @@ func (sp *speculation) observeLanding(ctx context.Context, st stored, log *slog.
 			return nil, Observation{}, err
 		}
 	}
+	if o.Freezes, err = s.freezesOf(ctx, st.PR.RepoRef()); err != nil {
+		return nil, Observation{}, err
+	}
 	tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
 	if err != nil {
 		return nil, Observation{}, err
