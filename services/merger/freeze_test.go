@@ -156,4 +156,3 @@ func firstCommand[C Command](t Transition) (C, bool) {
 	var zero C
 	return zero, false
 }
-
