@@ -229,4 +229,3 @@ func printQueues(w io.Writer, b *prstatus.Board) error {
 	}
 	return tw.Flush()
 }
-

@@ -131,4 +131,3 @@ func TestFreeze_UntilUnfreezesByItself(t *testing.T) {
 	e.rec.Wait(t, pr, events.TypeMerged, waitFor)
 	assert.Empty(t, e.keys("freeze.>"))
 }
-
