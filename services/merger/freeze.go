@@ -184,22 +184,24 @@ func (s *Service) handleFreeze(ctx context.Context, m *events.Msg, d *events.Que
 	return nil
 }
 
-// unfreeze removes a freeze and says so: removed first (a freeze that
-// stays a little longer is safe, a merge under a lifted one is not
-// announced as lifted), then PRQueueUnfrozen, whose id carries what made
-// the freeze and what ended it.
+// unfreeze says PRQueueUnfrozen, whose id carries what made the freeze
+// and what ended it, and then removes the freeze: a retry after a failed
+// removal finds the record and says the same (a duplicate JetStream
+// drops), while a removal first and a lost announcement would leave every
+// view showing the queue frozen. Until the removal the freeze still holds
+// merges, a moment longer, which is the safe side.
 func (s *Service) unfreeze(ctx context.Context, f storedFreeze, by, detail, actor string) error {
+	if _, _, err := s.emit.Emit(ctx, &events.QueueUnfrozen{
+		Base: events.Base{PR: f.Repo.PR(events.RepoNumber)}, BaseBranch: f.Base, Detail: detail, Actor: actor,
+	}, events.BaseToken(f.Base), f.Request, by); err != nil {
+		return err
+	}
 	err := s.d.Queue.Delete(ctx, f.key, jetstream.LastRevision(f.rev))
 	if kvlease.IsConflict(err) {
 		return fmt.Errorf("unfreeze %s %s: the freeze changed meanwhile: %w", f.Repo, f.Base, err)
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("unfreeze %s %s: %w", f.Repo, f.Base, err)
-	}
-	if _, _, err := s.emit.Emit(ctx, &events.QueueUnfrozen{
-		Base: events.Base{PR: f.Repo.PR(events.RepoNumber)}, BaseBranch: f.Base, Detail: detail, Actor: actor,
-	}, events.BaseToken(f.Base), f.Request, by); err != nil {
-		return err
 	}
 	s.log.Info("merge queue unfrozen", "repo", f.Repo.String(), "base", f.Base, "detail", detail)
 	s.Kick()

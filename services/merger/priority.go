@@ -31,8 +31,9 @@ import (
 const DefaultPriorityLabel = "prloop:priority"
 
 // queueOrder orders a queue's entries: first those pinned, in the order
-// of pinned (PR numbers, a prefix kept only as far as each is queued),
-// then the others, those with Priority first, each group in arrival order
+// of pinned (PR numbers, a prefix kept only as far as each is queued;
+// PRs that left at the front passed over), then the others, those with
+// Priority first, each group in arrival order
 // (the approval's sequence, then the key). It is pure, and every path
 // that orders a queue goes through it (queue.list, the speculative pass).
 func queueOrder(entries []stored, pinned []int) []stored {
@@ -40,6 +41,9 @@ func queueOrder(entries []stored, pinned []int) []stored {
 	place := map[int]int{}
 	for i, n := range pinned {
 		if !slices.ContainsFunc(entries, func(s stored) bool { return s.PR.Number == n }) {
+			if len(place) == 0 {
+				continue // merged from the front: the rest still stands
+			}
 			break // a PR ahead left: the candidates after it change anyway
 		}
 		place[n] = i
@@ -79,12 +83,20 @@ func spent(entries []stored) []int {
 // riders returns the PRs of a queue riding in b's candidates, in chain
 // order, as far as each is still queued on the head its candidate was
 // built from: the batch CI is testing, which a priority PR does not
-// overtake. It is pure.
+// overtake. Candidates at the front whose PRs left are passed over: the
+// merges of a batch leave from the front, and the candidates behind them
+// still test what will merge (by tree). One that left or changed after a
+// PR still riding ends the batch: every candidate after it changes. It is
+// pure.
 func (b Batch) riders(entries []stored) []int {
 	var out []int
 	for _, c := range b.Candidates {
-		if !slices.ContainsFunc(entries, func(s stored) bool { return s.PR.Number == c.PR.Number && s.Head == c.Head }) {
-			break
+		i := slices.IndexFunc(entries, func(s stored) bool { return s.PR.Number == c.PR.Number })
+		switch {
+		case i < 0 && len(out) == 0:
+			continue
+		case i < 0 || entries[i].Head != c.Head:
+			return out
 		}
 		out = append(out, c.PR.Number)
 	}
@@ -169,15 +181,21 @@ func (s *Service) prioritise(ctx context.Context, entries []stored) (bool, error
 		return false, err
 	}
 	now := make([]bool, len(entries))
-	if err := parallel(len(entries), func(i int) error {
-		p, err := s.d.GitHub.GetPull(ctx, entries[i].PR)
-		if err != nil {
-			return about(entries[i].PR, err)
+	// A few reads at a time: a long queue must not burst GitHub (they are
+	// conditional requests, mostly answered 304 from the cache).
+	const atOnce = 8
+	for from := 0; from < len(entries); from += atOnce {
+		part := entries[from:min(from+atOnce, len(entries))]
+		if err := parallel(len(part), func(i int) error {
+			p, err := s.d.GitHub.GetPull(ctx, part[i].PR)
+			if err != nil {
+				return about(part[i].PR, err)
+			}
+			now[from+i] = hasLabel(p, label)
+			return nil
+		}); err != nil {
+			return false, err
 		}
-		now[i] = hasLabel(p, label)
-		return nil
-	}); err != nil {
-		return false, err
 	}
 	next := slices.Clone(entries)
 	changed := false

@@ -1,11 +1,14 @@
 package merger_test
 
 import (
+	"context"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	gh "github.com/google/go-github/v66/github"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -83,6 +86,26 @@ func TestPriority_SerialPRLabelledWhileQueuedMergesFirst(t *testing.T) {
 	e.waitQueueEmpty()
 }
 
+// readCounter is the merger's GitHub client counting the reads of each PR.
+type readCounter struct {
+	merger.GitHub
+	mu    sync.Mutex
+	reads map[int]int
+}
+
+func (c *readCounter) GetPull(ctx context.Context, pr ghref.PR) (*gh.PullRequest, error) {
+	c.mu.Lock()
+	c.reads[pr.Number]++
+	c.mu.Unlock()
+	return c.GitHub.GetPull(ctx, pr)
+}
+
+func (c *readCounter) of(pr ghref.PR) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads[pr.Number]
+}
+
 // TestPriority_SpeculativePREntersTheNextBatchFirst: a priority PR
 // approved last does not throw away the candidates already running (they
 // would merge before it anyway); it rides first in the next batch, ahead
@@ -102,7 +125,8 @@ func TestPriority_SpeculativePREntersTheNextBatchFirst(t *testing.T) {
 		}
 		return ""
 	})
-	e.start(config(speculative, func(c *merger.Config) { c.QueueDepth = 2 }), "replica-1")
+	client := &readCounter{GitHub: e.Client(t), reads: map[int]int{}}
+	e.start(config(speculative, func(c *merger.Config) { c.QueueDepth = 2 }), "replica-1", client)
 	for i, pr := range prs {
 		e.approve(pr, heads[i], "1")
 	}
@@ -113,6 +137,11 @@ func TestPriority_SpeculativePREntersTheNextBatchFirst(t *testing.T) {
 	q := e.queuedAs(p, true)
 	assert.Equal(t, 3, q.Position, "behind the candidates running, ahead of c")
 	assert.Equal(t, []int{a.Number, b.Number}, q.Ahead)
+	// A pass that began before p was queued does not know it, and would
+	// stack c behind the batch when CI turns green (then c is running).
+	// The next pass reads p first: from then on CI may pass.
+	read := client.of(p)
+	require.Eventually(t, func() bool { return client.of(p) > read }, waitFor, 5*time.Millisecond)
 	green.Store(true)
 
 	assert.Equal(t, []int{a.Number, b.Number, p.Number, c.Number}, e.mergeOrder(a, b, c, p))

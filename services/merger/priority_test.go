@@ -45,7 +45,8 @@ func TestQueueOrder_PriorityGoesAheadOfEveryPRNotPinned(t *testing.T) {
 		{name: "arrival order among priority PRs", entries: []stored{queued(4, 40, prio), queued(1, 10), queued(3, 30, prio)}, want: []int{3, 4, 1}},
 		{name: "the pinned keep their places ahead of priority", entries: []stored{queued(1, 10), queued(2, 20), queued(3, 30), queued(9, 90, prio)}, pinned: []int{1, 2}, want: []int{1, 2, 9, 3}},
 		{name: "pinned in chain order, not arrival order", entries: []stored{queued(1, 10), queued(2, 20), queued(3, 30, prio)}, pinned: []int{3, 1}, want: []int{3, 1, 2}},
-		{name: "pinned only as far as each is queued", entries: []stored{queued(2, 20), queued(3, 30), queued(9, 90, prio)}, pinned: []int{1, 2, 3}, want: []int{9, 2, 3}},
+		{name: "pinned PRs merged from the front are passed over", entries: []stored{queued(2, 20), queued(3, 30), queued(9, 90, prio)}, pinned: []int{1, 2, 3}, want: []int{2, 3, 9}},
+		{name: "pinned only as far as each is queued", entries: []stored{queued(1, 10), queued(3, 30), queued(9, 90, prio)}, pinned: []int{1, 2, 3}, want: []int{1, 9, 3}},
 		{name: "equal sequences ordered by key", entries: []stored{queued(2, 10), queued(1, 10)}, want: []int{1, 2}},
 		{name: "empty queue", want: []int{}},
 	} {
@@ -76,8 +77,10 @@ func TestPinnedOf_RidersAndSpentStepsKeepTheirPlaces(t *testing.T) {
 			batch: Batch{Candidates: []Candidate{cand(2, head(2)), cand(1, head(1))}}, want: []int{2, 1}},
 		{name: "speculative: a rider whose head moved ends the pinned prefix", entries: []stored{queued(1, 10), queued(2, 20), queued(3, 30)},
 			batch: Batch{Candidates: []Candidate{cand(1, head(1)), cand(2, "old"), cand(3, head(3))}}, want: []int{1}},
-		{name: "speculative: a rider that left ends the pinned prefix", entries: []stored{queued(2, 20), queued(3, 30)},
-			batch: Batch{Candidates: []Candidate{cand(1, head(1)), cand(2, head(2))}}},
+		{name: "speculative: riders merged from the front are passed over", entries: []stored{queued(2, 20), queued(3, 30)},
+			batch: Batch{Candidates: []Candidate{cand(1, head(1)), cand(2, head(2))}}, want: []int{2}},
+		{name: "speculative: a rider that left behind one riding ends the pinned prefix", entries: []stored{queued(1, 10), queued(3, 30)},
+			batch: Batch{Candidates: []Candidate{cand(1, head(1)), cand(2, head(2)), cand(3, head(3))}}, want: []int{1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
