@@ -52,7 +52,7 @@ func describe(d events.Data) string {
 	case *events.ReviewTimeout:
 		return "no approval in time" + when(len(d.MissingReviewers) > 0, "; missing "+strings.Join(d.MissingReviewers, ", "))
 	case *events.MergeQueued:
-		text := fmt.Sprintf("queued for merge into %s at position %d", d.BaseBranch, d.Position)
+		text := fmt.Sprintf("queued for merge into %s at position %d", d.BaseBranch, d.Position) + when(d.Priority, " (priority)")
 		if d.Mode == prstatus.Speculative {
 			text += when(len(d.Ahead) > 0, ", tested together with "+prstatus.Numbers(d.Ahead)) + " (speculative)"
 		}
@@ -89,6 +89,16 @@ func describe(d events.Data) string {
 		return fmt.Sprintf("escalation label removed: the loop resumes (epoch %d)", d.Epoch)
 	case *events.BranchUpdated:
 		return fmt.Sprintf("brought up to date with its base by prloop (%s): %s → %s", d.Method, short(d.PreviousHeadSHA), short(d.HeadSHA))
+	case *events.QueueFreezeRequested:
+		if d.Unfreeze {
+			return "unfreeze of " + baseName(events.CleanTitle(d.BaseBranch)) + " requested" + when(d.Actor != "", " by "+d.Actor)
+		}
+		return "freeze of " + baseName(events.CleanTitle(d.BaseBranch)) + " requested: " + events.CleanTitle(d.Reason) + when(d.Actor != "", " by "+d.Actor)
+	case *events.QueueFrozen:
+		return "merge queue of " + baseName(events.CleanTitle(d.BaseBranch)) + " frozen: " + events.CleanTitle(d.Reason) +
+			when(!d.Until.IsZero(), " until "+d.Until.UTC().Format(time.RFC3339))
+	case *events.QueueUnfrozen:
+		return "merge queue of " + baseName(events.CleanTitle(d.BaseBranch)) + " unfrozen" + when(d.Detail != "", ": "+events.CleanTitle(d.Detail))
 	}
 	return ""
 }

@@ -28,6 +28,9 @@ Usage:
                       waits for the PR's URL or the refusal (-wait)
   prloop watch PR     ask a running prloop to watch owner/repo#N, once
                       GitHub says it is open
+  prloop queue freeze REPO -reason TEXT | unfreeze REPO | list
+                      freeze a base's merge queue (-base BRANCH, -until TIME),
+                      lift it, or list the freezes and queues
   prloop status       a table of the PRs prloop knows (-json for JSON, -watch)
   prloop explain PR   why owner/repo#N is not merged yet, and what unblocks it
   prloop policy check [FILE]
@@ -87,6 +90,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runWatch(ctx, args[1:], stdout, stderr)
 	case "open":
 		return runOpen(ctx, args[1:], stdout, stderr)
+	case "queue":
+		return runQueue(ctx, args[1:], stdout, stderr)
 	case "ghsim":
 		return runGHSim(ctx, args[1:], stdout, stderr)
 	case "emit-test":

@@ -76,6 +76,15 @@ func sampleOf(t events.Type, pr ghref.PR) events.Data {
 	case events.TypeAgentWaiting:
 		return &events.AgentWaiting{Base: b, State: events.AgentWaitStarted, Reason: events.AgentWaitDailyBudget, SpentUSD: 10, BudgetUSD: 10,
 			ResumeAt: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)}
+	case events.TypeQueueFreezeRequested:
+		b.PR.Number = events.RepoNumber
+		return &events.QueueFreezeRequested{Base: b, BaseBranch: "main", Reason: "release"}
+	case events.TypeQueueFrozen:
+		b.PR.Number = events.RepoNumber
+		return &events.QueueFrozen{Base: b, BaseBranch: "main", Reason: "release"}
+	case events.TypeQueueUnfrozen:
+		b.PR.Number = events.RepoNumber
+		return &events.QueueUnfrozen{Base: b, BaseBranch: "main"}
 	}
 	panic("no sample for " + string(t))
 }

@@ -71,8 +71,8 @@
 // "Published by" names the NATS user (deploy/nats/nats.conf) allowed to
 // publish the type; PublishedBy holds the same column as data, and the
 // deployments' permissions and the services' Emitters are checked against it.
-// cli is the operator's `prloop watch` and `prloop open` (or an
-// orchestrator with the cli's credentials).
+// cli is the operator's `prloop watch`, `prloop open` and `prloop queue`
+// (or an orchestrator with the cli's credentials).
 //
 // Data field names are fixed so that consumers outside prloop can rely on
 // them: pr (owner, repo, number, url), head_sha, status, fix_cycle, reason,
@@ -113,6 +113,9 @@
 //	| PRConflictResolveRequested | merger                   | command (PRLOOP_RESOLVE_CONFLICTS): the agent resolves head_sha's conflict with the base |
 //	| PRChecksFailed             | poller                   | gating checks failed on head_sha (not prloop's own status) |
 //	| PRAgentWaiting             | feedback                 | the agent's next run waits (the day's budget), or starts |
+//	| PRQueueFreezeRequested     | cli                      | command (`prloop queue freeze`/`unfreeze`): freeze or unfreeze a base's merge queue; about the repository (#0) |
+//	| PRQueueFrozen              | merger                   | nothing merges on the base until it is unfrozen (or until `until`); approvals still queue, CI still runs |
+//	| PRQueueUnfrozen            | merger                   | the base's freeze is over: lifted, or its `until` passed |
 //
 // # Opening a pull request
 //
@@ -126,6 +129,21 @@
 // carries the head it pushed (ID(pr, PRCreated, EventSHA(head))), so a
 // repeated request for a PR already open publishes nothing new. The
 // poller consumes PRCreated as it consumes PRWatchRequested.
+//
+// # Queue freezes
+//
+// PRQueueFreezeRequested (`prloop queue freeze` and `unfreeze`),
+// PRQueueFrozen and PRQueueUnfrozen are about a repository's base branch
+// (base; empty: every base of the repository), not a PR: like
+// PRCreateRequested their pr is the repository with number 0 and their
+// subject pr.<owner>.<repo>.0.<Type> (RepoLevel). The merger records the
+// freeze (its PRLOOP_MERGE_QUEUE bucket, so it outlives restarts) and
+// publishes PRQueueFrozen, id ID(repo#0, PRQueueFrozen, BaseToken(base),
+// the request's id); PRQueueUnfrozen when an operator lifts it or its
+// until passes, id ID(repo#0, PRQueueUnfrozen, BaseToken(base), the
+// freezing request's id, the lifting request's id or "expired"). The
+// views apply them to every queued PR of that base ("queue frozen:
+// <reason>").
 //
 // # Order
 //

@@ -44,6 +44,9 @@ func samples(pr ghref.PR) []Data {
 		&ConflictResolveRequested{Base: b, BaseBranch: "main", BaseSHA: "ba5e", Detail: "conflicts in a.go", Epoch: 1},
 		&ChecksFailed{Base: b, Round: 1, Checks: []FailedCheck{{Name: "test", Kind: CheckKindRun, Conclusion: "failure", ID: 7, Actions: true}}},
 		&AgentWaiting{Base: b, State: AgentWaitStarted, Reason: AgentWaitDailyBudget, SpentUSD: 10.5, BudgetUSD: 10, ResumeAt: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), FixCycle: 1},
+		&QueueFreezeRequested{Base: repo, BaseBranch: "main", Reason: "release 2.0", Until: time.Date(2026, 11, 28, 18, 0, 0, 0, time.UTC), Actor: "ops"},
+		&QueueFrozen{Base: repo, BaseBranch: "main", Reason: "release 2.0", Actor: "ops"},
+		&QueueUnfrozen{Base: repo, BaseBranch: "main", Detail: "lifted", Actor: "ops"},
 	}
 }
 
@@ -64,7 +67,7 @@ func TestNew_StructuredCloudEvent(t *testing.T) {
 			t.Parallel()
 			pr, subject := testPR, "acme/widgets#42"
 			wantPR := map[string]any{"owner": "acme", "repo": "widgets", "number": float64(42), "url": testPR.URL}
-			if d.EventType() == TypeCreateRequested {
+			if RepoLevel(d.EventType()) {
 				pr, subject = d.Ref(), "acme/widgets#0"
 				wantPR = map[string]any{"owner": "acme", "repo": "widgets", "number": float64(0)}
 			}

@@ -39,6 +39,9 @@ var registry = []registered{
 	{"PRConflictResolveRequested", ConflictResolveRequested{}, by(PublisherMerger), "command (PRLOOP_RESOLVE_CONFLICTS): the agent resolves head_sha's conflict with the base"},
 	{"PRChecksFailed", ChecksFailed{}, by(PublisherPoller), "gating checks failed on head_sha (not prloop's own status)"},
 	{"PRAgentWaiting", AgentWaiting{}, by(PublisherFeedback), "the agent's next run waits (the day's budget), or starts"},
+	{"PRQueueFreezeRequested", QueueFreezeRequested{}, by(PublisherCLI), "command (`prloop queue freeze`/`unfreeze`): freeze or unfreeze a base's merge queue; about the repository (#0)"},
+	{"PRQueueFrozen", QueueFrozen{}, by(PublisherMerger), "nothing merges on the base until it is unfrozen (or until `until`); approvals still queue, CI still runs"},
+	{"PRQueueUnfrozen", QueueUnfrozen{}, by(PublisherMerger), "the base's freeze is over: lifted, or its `until` passed"},
 }
 
 // registered is one row of the registry.

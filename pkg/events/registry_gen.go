@@ -50,6 +50,12 @@ const (
 	TypeChecksFailed Type = "PRChecksFailed"
 	// TypeAgentWaiting is PRAgentWaiting: the agent's next run waits (the day's budget), or starts.
 	TypeAgentWaiting Type = "PRAgentWaiting"
+	// TypeQueueFreezeRequested is PRQueueFreezeRequested: command (`prloop queue freeze`/`unfreeze`): freeze or unfreeze a base's merge queue; about the repository (#0).
+	TypeQueueFreezeRequested Type = "PRQueueFreezeRequested"
+	// TypeQueueFrozen is PRQueueFrozen: nothing merges on the base until it is unfrozen (or until `until`); approvals still queue, CI still runs.
+	TypeQueueFrozen Type = "PRQueueFrozen"
+	// TypeQueueUnfrozen is PRQueueUnfrozen: the base's freeze is over: lifted, or its `until` passed.
+	TypeQueueUnfrozen Type = "PRQueueUnfrozen"
 )
 
 // EventType is TypeCreateRequested.
@@ -120,3 +126,12 @@ func (ChecksFailed) EventType() Type { return TypeChecksFailed }
 
 // EventType is TypeAgentWaiting.
 func (AgentWaiting) EventType() Type { return TypeAgentWaiting }
+
+// EventType is TypeQueueFreezeRequested.
+func (QueueFreezeRequested) EventType() Type { return TypeQueueFreezeRequested }
+
+// EventType is TypeQueueFrozen.
+func (QueueFrozen) EventType() Type { return TypeQueueFrozen }
+
+// EventType is TypeQueueUnfrozen.
+func (QueueUnfrozen) EventType() Type { return TypeQueueUnfrozen }

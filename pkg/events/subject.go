@@ -100,7 +100,8 @@ func PRFilter(pr ghref.PR) string {
 }
 
 // ParseSubject splits an event subject into its PR (names case-folded) and
-// type. The number is positive, and 0 for PRCreateRequested (see CheckRef).
+// type. The number is positive, and 0 for PRCreateRequested and the other
+// RepoLevel types (see CheckRef).
 func ParseSubject(subject string) (ghref.PR, Type, error) {
 	parts := strings.Split(subject, ".")
 	if len(parts) != 5 || parts[0] != SubjectPrefix {
@@ -116,8 +117,8 @@ func ParseSubject(subject string) (ghref.PR, Type, error) {
 	}
 	n, err := strconv.Atoi(parts[3])
 	want := n > 0
-	if Type(parts[4]) == TypeCreateRequested {
-		want = n == CreateRequestedNumber
+	if RepoLevel(Type(parts[4])) {
+		want = n == RepoNumber
 	}
 	if err != nil || !want || strconv.Itoa(n) != parts[3] {
 		return ghref.PR{}, "", fmt.Errorf("%w: PR number %q in %q", ErrBadSubject, parts[3], subject)

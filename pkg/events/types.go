@@ -183,17 +183,17 @@ const CreateRequestedNumber = 0
 const MaxBody = 8 << 10
 
 // CheckRef reports whether pr is what an event of type t may be about: a
-// pull request (a positive number), or for PRCreateRequested the
-// repository with number 0.
+// pull request (a positive number), or for PRCreateRequested and the
+// other RepoLevel types the repository with number 0.
 func CheckRef(pr ghref.PR, t Type) error {
-	if t != TypeCreateRequested {
+	if !RepoLevel(t) {
 		return pr.Validate()
 	}
 	if err := pr.RepoRef().Validate(); err != nil {
 		return err
 	}
-	if pr.Number != CreateRequestedNumber {
-		return fmt.Errorf("%w: %s is about a PR yet to be opened: number %d, want %d", ghref.ErrInvalid, t, pr.Number, CreateRequestedNumber)
+	if pr.Number != RepoNumber {
+		return fmt.Errorf("%w: %s is about a repository, not a PR: number %d, want %d", ghref.ErrInvalid, t, pr.Number, RepoNumber)
 	}
 	return nil
 }
@@ -406,6 +406,12 @@ type MergeQueued struct {
 	// are tested together, so these are the PRs whose changes the PR's
 	// candidate will include (its batch).
 	Ahead []int `json:"ahead,omitempty"`
+	// Priority says the PR carries the priority label (PRLOOP_PRIORITY_LABEL
+	// or the base's merge.priority_label): it goes ahead of every PR
+	// without it, after those already riding in candidates. The merger
+	// publishes PRMergeQueued again when the label is added or removed
+	// while the PR is queued.
+	Priority bool `json:"priority,omitempty"`
 }
 
 // Candidate states carried by MergeCandidate.

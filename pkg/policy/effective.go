@@ -31,6 +31,9 @@ type Operator struct {
 	QueueMode      string
 	QueueDepth     int
 	DeleteBranch   bool
+	// PriorityLabel is PRLOOP_PRIORITY_LABEL: the label that puts a queued
+	// PR ahead of the others.
+	PriorityLabel string
 
 	EscalationLabel string
 	Mentions        []string
@@ -117,6 +120,7 @@ type Effective struct {
 	QueueMode      Value[string]
 	QueueDepth     Value[int]
 	DeleteBranch   Value[bool]
+	PriorityLabel  Value[string]
 
 	EscalationLabel Value[string]
 	Mentions        Value[[]string]
@@ -156,6 +160,7 @@ func Resolve(op Operator, f *File, branch string) Effective {
 		QueueMode:             Value[string]{op.QueueMode, FromOperator},
 		QueueDepth:            Value[int]{op.QueueDepth, FromOperator},
 		DeleteBranch:          Value[bool]{op.DeleteBranch, FromOperator},
+		PriorityLabel:         Value[string]{op.PriorityLabel, FromOperator},
 		EscalationLabel:       Value[string]{op.EscalationLabel, FromOperator},
 		Mentions:              Value[[]string]{slices.Clone(op.Mentions), FromOperator},
 	}
@@ -222,6 +227,7 @@ func (e *Effective) apply(s Section, from Source) {
 			setPtr(&e.QueueDepth, q.Depth, from)
 		}
 		setPtr(&e.DeleteBranch, m.DeleteBranch, from)
+		setStr(&e.PriorityLabel, m.PriorityLabel, from)
 	}
 	if es := s.Escalation; es != nil {
 		setStr(&e.EscalationLabel, es.Label, from)
@@ -355,6 +361,7 @@ func (e Effective) Lines() []Line {
 		{"merge.queue.mode", e.QueueMode.V, e.QueueMode.From},
 		{"merge.queue.depth", fmt.Sprint(e.QueueDepth.V), e.QueueDepth.From},
 		{"merge.delete_branch", fmt.Sprint(e.DeleteBranch.V), e.DeleteBranch.From},
+		{"merge.priority_label", e.PriorityLabel.V, e.PriorityLabel.From},
 		{"escalation.label", e.EscalationLabel.V, e.EscalationLabel.From},
 		{"escalation.mentions", list(e.Mentions.V), e.Mentions.From},
 	}

@@ -93,6 +93,8 @@ type Merge struct {
 	Queue *Queue `yaml:"queue,omitempty" json:"queue,omitempty" doc:"The merge queue."`
 	// DeleteBranch deletes the head branch after a merge.
 	DeleteBranch *bool `yaml:"delete_branch,omitempty" json:"delete_branch,omitempty" doc:"Whether the head branch is deleted after the merge."`
+	// PriorityLabel is the label that puts a queued PR ahead of the others.
+	PriorityLabel string `yaml:"priority_label,omitempty" json:"priority_label,omitempty" doc:"The label that puts a queued PR ahead of every PR without it (default: the operator's PRLOOP_PRIORITY_LABEL)."`
 }
 
 // Queue is the merge queue's mode and depth.

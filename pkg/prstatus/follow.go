@@ -128,9 +128,15 @@ func (f *Follower) apply(msg jetstream.Msg) {
 		return
 	}
 	f.mu.Lock()
-	f.board.Apply(d, ce.Time())
+	others := f.board.apply(d, ce.Time())
 	f.mu.Unlock()
 	if f.OnApply != nil {
-		f.OnApply(d.Ref())
+		if !events.RepoLevel(d.EventType()) {
+			f.OnApply(d.Ref())
+		}
+		// A queue's freeze changes the line of every PR queued there.
+		for _, pr := range others {
+			f.OnApply(pr)
+		}
 	}
 }

@@ -90,6 +90,11 @@ type PR struct {
 	// ahead of it: in speculative mode it is tested together with them.
 	QueueMode string `json:"queue_mode,omitempty"`
 	Batch     []int  `json:"batch,omitempty"`
+	// Priority says it carries the priority label (PRMergeQueued): it goes
+	// ahead of the PRs without it; Spent that the merger updated its
+	// branch while queued, so that it keeps its place ahead of them.
+	Priority bool `json:"priority,omitempty"`
+	Spent    bool `json:"spent,omitempty"`
 	// Candidate is the speculative queue's candidate commit it rides in,
 	// from the latest PRMergeCandidate while it is queued.
 	Candidate *Candidate `json:"candidate,omitempty"`
@@ -187,7 +192,10 @@ type Conflict struct {
 // Board is what the events say about every PR and every merge queue.
 type Board struct {
 	prs map[string]*PR
-	seq uint64
+	// freezes are the merge queues' freezes (queue.go), by repository and
+	// base.
+	freezes map[string]Freeze
+	seq     uint64
 	// Retention is how long a closed PR stays on the board after its last
 	// event; default Retain. Without it the board would hold every PR the
 	// stream ever named.
@@ -229,8 +237,16 @@ func (b *Board) entry(pr ghref.PR) *PR {
 // Apply folds one event, at time at (the CloudEvent's time), into the
 // board. Events must come in stream order.
 func (b *Board) Apply(d events.Data, at time.Time) {
-	if _, ok := d.(*events.CreateRequested); ok {
-		return // about a PR yet to be opened (number 0): PRCreated names it
+	b.apply(d, at)
+}
+
+// apply is Apply, reporting the PRs other than the event's own whose line
+// the event changes (an event about a repository's queue).
+func (b *Board) apply(d events.Data, at time.Time) []ghref.PR {
+	if events.RepoLevel(d.EventType()) {
+		// About a repository (number 0), not a PR: a queue's freeze, or
+		// a PR yet to be opened, which PRCreated names.
+		return b.applyRepo(d, at)
 	}
 	b.seq++
 	if b.seq%pruneEvery == 0 {
@@ -261,6 +277,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		// carries over, the checks start again, and a candidate built
 		// from the old head is gone.
 		p.Head, p.Waiting, p.Candidate, newHead = head, nil, nil, false
+		p.Spent = p.Queued() // it keeps its place ahead of a priority PR
 	}
 	if newHead {
 		// A new head: nothing said about the old one holds, but a queue
@@ -340,7 +357,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 			p.QueuedSeq, p.QueuedAt, p.Candidate = b.seq, at, nil
 		}
 		p.Base, p.Conflict = e.BaseBranch, nil
-		p.QueueMode, p.Batch = e.Mode, slices.Clone(e.Ahead)
+		p.QueueMode, p.Batch, p.Priority = e.Mode, slices.Clone(e.Ahead), e.Priority
 	case *events.MergeCandidate:
 		if !p.Queued() {
 			// A candidate given up after the PR left the queue (or one of
@@ -384,6 +401,7 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		p.FixCycle = e.FixCycle + 1 // the resolution is a fix cycle
 		p.Conflict = &Conflict{Base: events.CleanTitle(e.BaseBranch), BaseSHA: e.BaseSHA, Detail: events.CleanTitle(e.Detail)}
 	}
+	return nil
 }
 
 // prune drops the closed PRs whose last event is older than the
@@ -405,12 +423,12 @@ func (p *PR) quorumAgain(s events.Status) bool {
 }
 
 func (b *Board) leaveQueue(p *PR) {
-	p.QueuedSeq, p.QueuedAt, p.Waiting = 0, time.Time{}, nil
+	p.QueuedSeq, p.QueuedAt, p.Waiting, p.Priority, p.Spent = 0, time.Time{}, nil, false, false
 	p.QueueMode, p.Batch, p.Candidate = "", nil, nil
 }
 
 // Queue returns the merge queue of a repository's base branch, first in
-// line first.
+// line first (queueOrder: the priority label goes ahead).
 func (b *Board) Queue(repo ghref.Repo, base string) []*PR {
 	var q []*PR
 	for _, p := range b.prs {
@@ -418,7 +436,7 @@ func (b *Board) Queue(repo ghref.Repo, base string) []*PR {
 			q = append(q, p)
 		}
 	}
-	slices.SortFunc(q, func(x, y *PR) int { return int(x.QueuedSeq) - int(y.QueuedSeq) })
+	queueOrder(q)
 	return q
 }
 
@@ -462,16 +480,26 @@ func (b *Board) Line(pr ghref.PR, o Options) Line {
 	if p == nil {
 		return Line{Pending, "not watched by prloop"}
 	}
-	l := line(p, b.Position(pr), b.Batch(pr), o)
+	pos := b.Position(pr)
+	prefix := ""
+	if f, ok := b.Frozen(pr.RepoRef(), p.Base); ok && pos > 0 && !p.Merged && !p.Closed {
+		// First, so that clipping keeps it: it is why nothing merges.
+		prefix = f.Text() + " — "
+	}
+	l := line(p, pos, b.Batch(pr), o, MaxText-len(prefix))
 	if p.Warning != "" && !p.Merged && !p.Closed && p.Hold == "" {
 		l.Text += " (" + p.Warning + ")"
+	}
+	if l.State == Pending {
+		l.Text = prefix + l.Text
 	}
 	return clip(l)
 }
 
 // line renders p, pos-th in its merge queue (0: not queued), tested
-// together with batch in a speculative queue.
-func line(p *PR, pos int, batch []int, o Options) Line {
+// together with batch in a speculative queue, in room bytes where it can
+// choose (a candidate's branch is left out otherwise).
+func line(p *PR, pos int, batch []int, o Options, room int) Line {
 	switch {
 	case p.Merged && p.MergeSHA != "":
 		return Line{Success, "merged as " + ghref.ShortSHA(p.MergeSHA)}
@@ -501,15 +529,15 @@ func line(p *PR, pos int, batch []int, o Options) Line {
 	case p.Fixing:
 		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, p.FixLimit(o)), SetAside(len(p.Ignored)))}
 	case p.Status == events.StatusApproved && pos > 0 && p.Candidate != nil:
-		return Line{Pending, candidateLine(p)}
+		return Line{Pending, candidateLine(p, room)}
 	case p.Status == events.StatusApproved && pos > 0 && len(p.Waiting) > 0:
 		return Line{Pending, "approved" + by(p.Approvers) + " — waiting for checks: " + strings.Join(p.Waiting, ", ")}
 	case p.Status == events.StatusApproved && pos > 0 && p.QueueMode == Speculative:
 		// The merger's count of those ahead, not the board's: the board
 		// may not have seen every PR ahead join the queue.
-		return Line{Pending, fmt.Sprintf("queued %s on %s", ordinal(len(batch)+1), p.Base) + when(len(batch) > 0, ", tested together with "+Numbers(batch))}
+		return Line{Pending, fmt.Sprintf("queued %s on %s", ordinal(len(batch)+1), p.Base) + when(p.Priority, " (priority)") + when(len(batch) > 0, ", tested together with "+Numbers(batch))}
 	case p.Status == events.StatusApproved && pos > 0:
-		return Line{Pending, fmt.Sprintf("approved%s — %s in the merge queue for %s", by(p.Approvers), ordinal(pos), p.Base)}
+		return Line{Pending, fmt.Sprintf("approved%s — %s in the merge queue for %s", by(p.Approvers), ordinal(pos), p.Base) + when(p.Priority, " (priority)")}
 	case p.Status == events.StatusApproved:
 		return Line{Success, "approved" + by(p.Approvers) + SetAside(len(p.Ignored))}
 	case p.Status == events.StatusChangesRequested:
@@ -529,7 +557,7 @@ func line(p *PR, pos int, batch []int, o Options) Line {
 // candidateLine says which candidate a queued PR rides in and how far its
 // CI is. The branch is left out when the line would be too long: the CI's
 // progress is what the reader waits for, and explain names the branch.
-func candidateLine(p *PR) string {
+func candidateLine(p *PR, room int) string {
 	c := p.Candidate
 	if !c.Built() {
 		return fmt.Sprintf("in the merge queue of %s, candidate %s invalidated%s; a new one is being built",
@@ -537,7 +565,7 @@ func candidateLine(p *PR) string {
 	}
 	ride := fmt.Sprintf("in the merge queue of %s, rides in candidate %d", p.Base, c.Position) + when(len(c.Ahead) > 0, " (with "+Numbers(c.Ahead)+" ahead)")
 	tail := " at " + ghref.ShortSHA(c.SHA) + ": " + c.Progress(p.Waiting)
-	if text := ride + " on " + c.Branch + tail; c.Branch != "" && len(text) <= MaxText {
+	if text := ride + " on " + c.Branch + tail; c.Branch != "" && len(text) <= room {
 		return text
 	}
 	return ride + tail

@@ -51,6 +51,10 @@ func TestLine_EveryTrigger(t *testing.T) {
 		Branch: "prloop/queue/main/2", BaseSHA: tip, Position: 2, Ahead: []int{41}, Detail: "main moved to 0d15ea5"}
 	riding := "in the merge queue of main, rides in candidate 2 (with #41 ahead) on prloop/queue/main/2 at c0ffee1: "
 	conflict := &events.ConflictResolveRequested{Base: base(pr1, headA), BaseBranch: "main", BaseSHA: tip, Detail: "both modified a.go", Epoch: 1}
+	prioQueued := &events.MergeQueued{Base: base(pr1, headA), Position: 1, BaseBranch: "main", Priority: true}
+	repo0 := events.Base{PR: pr1.RepoRef().PR(events.RepoNumber)}
+	freezeAsked := &events.QueueFreezeRequested{Base: repo0, BaseBranch: "main", Reason: "release 2.0"}
+	frozen := &events.QueueFrozen{Base: repo0, BaseBranch: "main", Reason: "release 2.0"}
 	tests := []struct {
 		name   string
 		events []events.Data
@@ -303,6 +307,27 @@ func TestLine_EveryTrigger(t *testing.T) {
 		{name: "a push by the author ends the conflict", events: []events.Data{approved, queued, conflict,
 			&events.ReviewPending{Base: base(pr1, headB), Status: events.StatusPending},
 		}, want: prstatus.Line{State: prstatus.Pending, Text: "waiting for review"}},
+		{name: "priority", events: []events.Data{approved, prioQueued},
+			want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main (priority)"}},
+		{name: "priority, speculative", events: []events.Data{approved, &events.MergeQueued{Base: base(pr1, headA), Position: 1, BaseBranch: "main", Mode: prstatus.Speculative, Priority: true}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "queued 1st on main (priority)"}},
+		{name: "the label removed while queued", events: []events.Data{approved, prioQueued, queued},
+			want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
+		{name: "asked to freeze: not frozen until the merger says so", events: []events.Data{approved, queued, freezeAsked},
+			want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
+		{name: "queue frozen", events: []events.Data{approved, queued, frozen},
+			want: prstatus.Line{State: prstatus.Pending, Text: "queue frozen: release 2.0 — approved by alice — 1st in the merge queue for main"}},
+		{name: "queue frozen before the PR joined it", events: []events.Data{frozen, approved, specQueued, built},
+			want: prstatus.Line{State: prstatus.Pending, Text: "queue frozen: release 2.0 — in the merge queue of main, rides in candidate 2 (with #41 ahead) at c0ffee1: CI running"}},
+		{name: "every base frozen, until a time", events: []events.Data{approved, queued,
+			&events.QueueFrozen{Base: repo0, Reason: "incident", Until: time.Date(2026, 1, 2, 18, 0, 0, 0, time.UTC)}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "queue frozen: incident (until Jan 2 18:00 UTC) — approved by alice — 1st in the merge queue for main"}},
+		{name: "another base frozen", events: []events.Data{approved, queued, &events.QueueFrozen{Base: repo0, BaseBranch: "release", Reason: "x"}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
+		{name: "unfrozen", events: []events.Data{approved, queued, frozen, &events.QueueUnfrozen{Base: repo0, BaseBranch: "main", Detail: "lifted"}},
+			want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
+		{name: "a frozen queue says nothing of a PR not in it", events: []events.Data{frozen, approved},
+			want: prstatus.Line{State: prstatus.Success, Text: "approved by alice"}},
 	}
 	covered := map[events.Type]bool{}
 	for _, tc := range tests {
@@ -417,3 +442,28 @@ func TestBoard_SkipsRequestsToOpen(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func TestQueue_PriorityGoesAheadOfAllButTheWorkUnderWay(t *testing.T) {
+	t.Parallel()
+	b := prstatus.NewBoard()
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	repo := pr1.RepoRef()
+	q := func(n int, prio bool) *events.MergeQueued {
+		return &events.MergeQueued{Base: base(repo.PR(n), headA), BaseBranch: "main", Priority: prio}
+	}
+	for i, e := range []events.Data{
+		q(10, false), q(11, false), q(12, false), q(13, true), q(14, true),
+		// 11's branch updated by the merger: its CI runs, it keeps its place.
+		&events.BranchUpdated{Base: base(repo.PR(11), headB), PreviousHeadSHA: headA},
+		// 12 loses the label, 10 gets it.
+		q(12, false), q(10, true),
+	} {
+		b.Apply(e, at.Add(time.Duration(i)*time.Second))
+	}
+	var got []int
+	for _, p := range b.Queue(repo, "main") {
+		got = append(got, p.PR.Number)
+	}
+	assert.Equal(t, []int{11, 10, 13, 14, 12}, got)
+	assert.Equal(t, 2, b.Position(repo.PR(10)))
+}

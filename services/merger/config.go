@@ -91,6 +91,9 @@ type Config struct {
 	// QueueMode is serial (one PR at a time) or speculative (candidates
 	// of up to QueueDepth PRs tested together).
 	QueueMode string `envconfig:"PRLOOP_QUEUE_MODE" default:"serial" desc:"serial: one PR per base at a time; speculative: test up to PRLOOP_QUEUE_DEPTH queued PRs together"`
+	// PriorityLabel is the label that puts a queued PR ahead of every PR
+	// without it (priority.go); a base's merge.priority_label overrides it.
+	PriorityLabel string `envconfig:"PRLOOP_PRIORITY_LABEL" default:"prloop:priority" desc:"the label that puts a queued PR ahead of every PR without it (docs/queue.md); .github/prloop.yml's merge.priority_label overrides it"`
 	// QueueDepth is how many PRs of a queue the speculative mode tests at
 	// once: candidates base+PR1, base+PR1+PR2, … up to this many.
 	QueueDepth int `envconfig:"PRLOOP_QUEUE_DEPTH" default:"4" desc:"(speculative) how many PRs of a queue ride in candidates at once, 1 to 16"`
@@ -125,6 +128,15 @@ func (c Config) queueMode() string {
 		return defaults.QueueMode
 	}
 	return c.QueueMode
+}
+
+// priorityLabel is PRLOOP_PRIORITY_LABEL, its default when unset (a
+// Config built in code).
+func (c Config) priorityLabel() string {
+	if l := strings.TrimSpace(c.PriorityLabel); l != "" {
+		return l
+	}
+	return defaults.PriorityLabel
 }
 
 // queueDepth is PRLOOP_QUEUE_DEPTH, its default when unset (a Config built

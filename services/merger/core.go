@@ -133,6 +133,9 @@ type Observation struct {
 	// the tip at the tip the candidate was built on (the speculative
 	// queue's merges): nil when not read, and the executor reads them.
 	Settings *mergeSettings
+	// Freezes are the repository's queue freezes, read with the head: a
+	// merge waits while frozen holds its base (freeze.go).
+	Freezes []Freeze
 }
 
 // Outcome is what a command found out.
@@ -152,6 +155,8 @@ type Outcome struct {
 	// branch deletion), for merged; nil for a merge found made (a lost
 	// answer after a restart), which the operator's settings describe.
 	Settings *mergeSettings
+	// Freeze is the freeze that held the merge, for held.
+	Freeze Freeze
 }
 
 // with is o with the settings its merge was made with.
@@ -184,6 +189,8 @@ const (
 	// transient: the command failed for a reason a later pass may not
 	// meet (GitHub or git unreachable).
 	transient
+	// held: a queue freeze held the merge right before the call.
+	held
 )
 
 // Command is one side effect Step asks the shell to carry out: a closed
@@ -325,6 +332,9 @@ func Step(e Entry, o Observation, pol Policy) Transition {
 	case ActMerged, ActDrop, ActFail:
 		return then(t, exit(next, v, d, o.MergedTree, pol))
 	case ActUpdate:
+		if f, ok := frozen(o.Freezes, e.Base, o.Now); ok && pol.DryRun {
+			return then(t, hold(t.Next, f))
+		}
 		if pol.DryRun {
 			return then(t, dryRunMerged(next, pol))
 		}
@@ -333,6 +343,10 @@ func Step(e Entry, o Observation, pol Policy) Transition {
 		return t
 	}
 	// ActMerge.
+	f, isFrozen := frozen(o.Freezes, e.Base, o.Now)
+	if isFrozen && pol.DryRun {
+		return then(t, hold(t.Next, f))
+	}
 	if pol.DryRun {
 		return then(t, dryRunMerged(next, pol))
 	}
@@ -348,6 +362,10 @@ func Step(e Entry, o Observation, pol Policy) Transition {
 	probe.Tip = o.Compare.mergeBase
 	if verdict := mayLand(probe); !verdict.ok() {
 		return then(t, withhold(next, verdict, pol))
+	}
+	if isFrozen {
+		// Everything else lets it merge: it merges once unfrozen.
+		return then(t, hold(t.Next, f))
 	}
 	t.Next.Intent = &Intent{Kind: intentMerge, Head: v.HeadSHA, Tree: o.Compare.tree}
 	t.Commands = []Command{cmdMerge{Head: v.HeadSHA, Tree: o.Compare.tree, Landing: l}}
@@ -410,6 +428,9 @@ func afterCommand(e Entry, out Outcome, now time.Time, pol Policy) Transition {
 	case withheld:
 		next.Intent = nil
 		return withhold(next, out.Verdict, pol)
+	case held:
+		next.Intent = nil
+		return hold(next, out.Freeze)
 	}
 	// transient: a merge that may have gone through keeps its intent, so
 	// that the PR found merged later is recognised as prloop's; a failed

@@ -238,7 +238,11 @@ func land(e Entry, o Observation, c Candidate, judged ChecksInput, builtOn strin
 		RequireChecks: true, Required: judged.Required, Seen: judged.Seen, Reports: judged,
 	}
 	verdict := mayLand(l)
+	f, isFrozen := frozen(o.Freezes, e.Base, o.Now)
 	switch {
+	case verdict.ok() && isFrozen:
+		// Tested and approved: it merges on this candidate once unfrozen.
+		return hold(e, f)
 	case verdict.ok():
 	case verdict.Refusal == refusedHead || verdict.Refusal == refusedBase:
 		return Transition{Next: e, Why: "the PR changed before its merge; the next pass looks again: " + verdict.Why}

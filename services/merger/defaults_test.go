@@ -19,4 +19,6 @@ func TestConfig_DefaultsAreTheTags(t *testing.T) {
 	assert.Equal(t, def.QueueDepth, zero.queueDepth())
 	assert.Equal(t, def.StatusContext, zero.statusContext())
 	assert.Equal(t, def.StatusContext, DefaultStatusContext)
+	assert.Equal(t, def.PriorityLabel, zero.priorityLabel())
+	assert.Equal(t, def.PriorityLabel, DefaultPriorityLabel)
 }

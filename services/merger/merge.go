@@ -67,6 +67,9 @@ func (s *Service) process(ctx context.Context, st stored) error {
 			if err := ctxtime.Sleep(ctx, s.cfg.PollInterval); err != nil {
 				return err
 			}
+			if s.yields(ctx, st, log) {
+				return nil
+			}
 		}
 	}
 }
@@ -98,7 +101,9 @@ func (s *Service) observe(ctx context.Context, st stored, log *slog.Logger) (*gh
 	case w.MergedTree:
 		o.MergedTree, o.Err = s.readTree(ctx, st, o.PR.MergeSHA)
 	case w.OnHead:
-		o.Err = s.observeHead(ctx, st, p, &o, log)
+		if o.Freezes, o.Err = s.freezesOf(ctx, st.PR.RepoRef()); o.Err == nil {
+			o.Err = s.observeHead(ctx, st, p, &o, log)
+		}
 	}
 	o.Now = s.d.Now()
 	return p, o
@@ -328,6 +333,14 @@ func (s *Service) merge(ctx context.Context, st *stored, p *gh.PullRequest, c cm
 	}
 	if v := mayLand(l); !v.ok() {
 		return Outcome{Kind: withheld, Verdict: v}
+	}
+	// A freeze made since the decision holds the merge too.
+	fs, err := s.freezesOf(ctx, st.PR.RepoRef())
+	if err != nil {
+		return Outcome{Kind: transient, Err: err}
+	}
+	if f, ok := frozen(fs, st.Base, s.d.Now()); ok {
+		return Outcome{Kind: held, Freeze: f}
 	}
 	res, err := s.d.GitHub.Merge(ctx, st.PR, github.MergeOptions{
 		Method: ms.Method, SHA: c.Head, Title: commitTitle(p), Message: p.GetBody(),

@@ -24,7 +24,7 @@ type policies struct {
 func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policies {
 	op := policy.FromReview(cfg.PolicyConfig)
 	op.MergeMethod, op.RequiredChecks, op.DeleteBranch = cfg.MergeMethod, cfg.requiredChecks(), cfg.DeleteBranch
-	op.QueueMode, op.QueueDepth = cfg.QueueMode, cfg.QueueDepth
+	op.QueueMode, op.QueueDepth, op.PriorityLabel = cfg.QueueMode, cfg.QueueDepth, cfg.priorityLabel()
 	return &policies{Reader: policy.NewReader(op, cfg.Settings, g, auth)}
 }
 

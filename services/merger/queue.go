@@ -37,8 +37,14 @@ const Bucket = "PRLOOP_MERGE_QUEUE"
 type Entry struct {
 	PR   ghref.PR `json:"pr"`
 	Base string   `json:"base"`
-	// Seq is the approval's stream sequence: the queue's order.
+	// Seq is the approval's stream sequence: the queue's order among
+	// equals (queueOrder).
 	Seq uint64 `json:"seq"`
+	// Priority says the PR carried the priority label when the merger last
+	// read it: it goes ahead of every PR without it (priority.go);
+	// Reprioritised counts the changes announced since it was queued.
+	Priority      bool `json:"priority,omitempty"`
+	Reprioritised int  `json:"reprioritised,omitempty"`
 	// ApprovedHead is the head the approval was given on; Head is the head
 	// it applies to now: ApprovedHead, or the head prloop made from it by
 	// updating the branch.
@@ -257,7 +263,9 @@ func (q queue) get(ctx context.Context, key string) (stored, error) {
 	return stored{Entry: en, key: key, rev: e.Revision()}, nil
 }
 
-// list returns the entries of one queue, first come first.
+// list returns the entries of one queue in order (queueOrder: those
+// riding in candidates or with a step under way, then priority, then
+// first come first).
 func (q queue) list(ctx context.Context, qid string) ([]stored, error) {
 	keys, err := q.keys(ctx, "q."+qid+".*")
 	if err != nil {
@@ -274,13 +282,31 @@ func (q queue) list(ctx context.Context, qid string) ([]stored, error) {
 		}
 		out = append(out, s)
 	}
-	slices.SortFunc(out, func(a, b stored) int {
-		if a.Seq != b.Seq {
-			return cmp.Compare(a.Seq, b.Seq)
-		}
-		return strings.Compare(a.key, b.key)
-	})
-	return out, nil
+	if len(out) == 0 {
+		return nil, nil
+	}
+	b, err := q.batch(ctx, qid)
+	if err != nil {
+		return nil, err
+	}
+	return queueOrder(out, pinnedOf(out, b)), nil
+}
+
+// batch reads the queue's candidates (empty when there are none, or when
+// the record cannot be read: the speculative pass rebuilds it then).
+func (q queue) batch(ctx context.Context, qid string) (Batch, error) {
+	e, err := q.kv.Get(ctx, batchKey(qid))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Batch{}, nil
+	}
+	if err != nil {
+		return Batch{}, fmt.Errorf("read the candidates of %s: %w", qid, err)
+	}
+	var b Batch
+	if json.Unmarshal(e.Value(), &b) != nil {
+		return Batch{}, nil
+	}
+	return b, nil
 }
 
 // queues returns the ids of the queues that hold entries, and how many
@@ -397,21 +423,16 @@ func (en *Entry) refresh(e Entry) bool {
 	return changed
 }
 
-// position is the 1-based place of the entry with seq in its queue (1 is
+// position is the 1-based place of pr in its queue, in queue order (1 is
 // the PR being merged or next to be), and the numbers of the PRs ahead of
-// it, first come first.
-func (q queue) position(ctx context.Context, qid string, seq uint64) (int, []int, error) {
+// it.
+func (q queue) position(ctx context.Context, qid string, pr ghref.PR) (int, []int, error) {
 	all, err := q.list(ctx, qid)
 	if err != nil {
 		return 0, nil, err
 	}
-	var ahead []int
-	for _, s := range all {
-		if s.Seq < seq {
-			ahead = append(ahead, s.PR.Number)
-		}
-	}
-	return len(ahead) + 1, ahead, nil
+	pos, ahead := placeIn(all, pr)
+	return pos, ahead, nil
 }
 
 // save writes s back if nobody changed it meanwhile (errReplaced otherwise).

@@ -87,7 +87,7 @@ import (
 const Name = "merger"
 
 // Types are the event types the service consumes.
-var Types = []events.Type{events.TypeReviewApproved}
+var Types = []events.Type{events.TypeReviewApproved, events.TypeQueueFreezeRequested}
 
 // GitHub is the part of the GitHub client the merger uses.
 type GitHub interface {
@@ -215,8 +215,12 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // handle records a PRReviewApproved message as a pending approval, which
-// the worker queues (Enqueue): nothing here waits on GitHub.
+// the worker queues (Enqueue): nothing here waits on GitHub. A
+// PRQueueFreezeRequested freezes or unfreezes a queue (freeze.go).
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
+	if f, ok := m.Data.(*events.QueueFreezeRequested); ok {
+		return s.handleFreeze(ctx, m, f)
+	}
 	d, ok := m.Data.(*events.ReviewApproved)
 	if !ok {
 		return nil
@@ -387,7 +391,13 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	}
 	st, again := cur, d.Again
 	if d.Queue {
-		var err error
+		// Whether it goes ahead of the PRs without the label (priority.go):
+		// the label as the base's policy names it.
+		label, err := s.priorityLabel(ctx, a.PR.RepoRef(), d.Entry.Base)
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", a.PR, err)
+		}
+		d.Entry.Priority = hasLabel(p, label)
 		if st, again, err = s.q.enqueue(ctx, d.Entry); err != nil {
 			return err
 		}
@@ -411,17 +421,17 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 		}
 	}
 	qid := queueID(a.PR.RepoRef(), st.Base)
-	pos, ahead, err := s.q.position(ctx, qid, st.Seq)
+	pos, ahead, err := s.q.position(ctx, qid, a.PR)
 	if err != nil {
 		return err
 	}
 	if _, _, err := s.emit.Emit(ctx, &events.MergeQueued{
 		Base: events.Base{PR: a.PR, HeadSHA: st.ApprovedHead}, Position: pos, BaseBranch: st.Base,
-		Mode: s.cfg.queueMode(), Ahead: ahead,
+		Mode: s.cfg.queueMode(), Ahead: ahead, Priority: st.Priority,
 	}, st.ApprovedHead, strconv.FormatUint(st.Seq, 10)); err != nil { // one per queued approval
 		return err
 	}
-	log.Info("queued for merge", "base", st.Base, "position", pos, "already_queued", again, "approvers", a.Approvers)
+	log.Info("queued for merge", "base", st.Base, "position", pos, "priority", st.Priority, "already_queued", again, "approvers", a.Approvers)
 	s.Kick()
 	return nil
 }
@@ -479,6 +489,9 @@ func (s *Service) work(ctx context.Context) {
 // a ready entry and whose lock this replica can take.
 func (s *Service) scan(ctx context.Context) error {
 	if err := s.settlePending(ctx); err != nil {
+		return err
+	}
+	if err := s.thaw(ctx); err != nil {
 		return err
 	}
 	ids, depth, err := s.q.queues(ctx)
@@ -544,7 +557,7 @@ func (s *Service) drain(ctx context.Context, id string, lease *kvlease.Lease) {
 		return
 	}
 	for lctx.Err() == nil {
-		entries, err := s.q.list(lctx, id)
+		entries, err := s.ordered(lctx, id)
 		if err != nil {
 			if lctx.Err() == nil {
 				s.log.Warn("read merge queue", "queue", id, "err", err)

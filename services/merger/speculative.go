@@ -195,7 +195,7 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 // observe reads the queue's entries and its stored batch: what every pass
 // starts from.
 func (sp *speculation) observe(ctx context.Context) (batchObservation, passState, error) {
-	entries, err := sp.s.q.list(ctx, sp.qid)
+	entries, err := sp.s.ordered(ctx, sp.qid)
 	if err != nil {
 		return batchObservation{}, passState{}, err
 	}
@@ -729,6 +729,9 @@ func (sp *speculation) observeLanding(ctx context.Context, st stored, builtOn st
 			return nil, Observation{}, err
 		}
 		o.Settings = &ms
+	}
+	if o.Freezes, err = s.freezesOf(ctx, st.PR.RepoRef()); err != nil {
+		return nil, Observation{}, err
 	}
 	tip, err := s.d.GitHub.GetCommit(ctx, st.PR.RepoRef(), st.Base)
 	if err != nil {

@@ -181,6 +181,11 @@ func TestReduce(t *testing.T) {
 		// The request to open a PR is the feedback service's; its
 		// PRCreated is what the poller follows.
 		{name: "PRCreateRequested", cur: approved, event: &events.CreateRequested{Base: b("h1"), Branch: "feature/x"}},
+		// A merge queue's freeze is about the repository's base, the
+		// merger's and the views' business: no PR record changes.
+		{name: "PRQueueFreezeRequested", cur: approved, event: &events.QueueFreezeRequested{Base: b("h1"), BaseBranch: "main", Reason: "release"}},
+		{name: "PRQueueFrozen", cur: approved, event: &events.QueueFrozen{Base: b("h1"), BaseBranch: "main", Reason: "release"}},
+		{name: "PRQueueUnfrozen", cur: approved, event: &events.QueueUnfrozen{Base: b("h1"), BaseBranch: "main"}},
 	}
 	covered := map[events.Type]bool{}
 	for _, tt := range tests {
