@@ -83,6 +83,8 @@ type Candidate struct {
 	// BuiltAt is when the candidate was first pushed: its checks time out
 	// PRLOOP_CHECKS_TIMEOUT after it.
 	BuiltAt time.Time `json:"built_at"`
+	// Rerun is the one re-run of its failed jobs, once made (flaky.go).
+	Rerun *Rerun `json:"rerun,omitempty"`
 }
 
 // candidateBranch is the prloop-owned branch the candidate of PR number n
@@ -243,6 +245,13 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 		}
 		view.Heads, view.HeadsRead = headChecks(riders[:kept]), true
 		d = decideBatch(view, pol)
+	}
+	// Issue #34, apart from the pass's own flow: the CI times measured
+	// for the ETA (eta.go), and a failed candidate's jobs re-run once
+	// before its PR is removed (flaky.go).
+	s.measure(ctx, sp.qid, true, candidateSamples(chain, d.Checks, kept, view.Now)...)
+	if rev, err = sp.retryFailed(ctx, &d, view, &batch, rev); err != nil {
+		return retry(err)
 	}
 	if d.Merge > 0 && d.Remove == 0 {
 		// The checks seen on the candidates about to merge stay expected
