@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prloop/prloop/pkg/eta"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/prstatus"
@@ -55,6 +56,11 @@ func describe(d events.Data) string {
 		text := fmt.Sprintf("queued for merge into %s at position %d", d.BaseBranch, d.Position)
 		if d.Mode == prstatus.Speculative {
 			text += when(len(d.Ahead) > 0, ", tested together with "+prstatus.Numbers(d.Ahead)) + " (speculative)"
+		}
+		if e := d.ETA; e != nil && e.Known {
+			text += "; merges in " + eta.Approx(time.Duration(e.Seconds)*time.Second)
+		} else if e != nil {
+			text += "; ETA unknown"
 		}
 		return text
 	case *events.MergeWaiting:

@@ -90,6 +90,9 @@ type PR struct {
 	// ahead of it: in speculative mode it is tested together with them.
 	QueueMode string `json:"queue_mode,omitempty"`
 	Batch     []int  `json:"batch,omitempty"`
+	// QueueETA is what the merger's PRMergeQueued said of when it
+	// merges; the board estimates again from where it stands (ETA).
+	QueueETA *events.QueueETA `json:"queue_eta,omitempty"`
 	// Candidate is the speculative queue's candidate commit it rides in,
 	// from the latest PRMergeCandidate while it is queued.
 	Candidate *Candidate `json:"candidate,omitempty"`
@@ -156,6 +159,9 @@ type Candidate struct {
 	// waits for (the PR's Waiting) since it was built: until then its CI
 	// has only started, and an empty Waiting does not mean green.
 	Checked bool `json:"checked,omitempty"`
+	// Rerun says the candidate failed and its failed jobs are re-run once
+	// (PRMergeCandidate "rerun") before the PR would be removed.
+	Rerun bool `json:"rerun,omitempty"`
 }
 
 // Built reports whether the candidate stands (it was not invalidated).
@@ -166,6 +172,8 @@ func (c *Candidate) Built() bool { return c.State == events.CandidateBuilt }
 // passed, merging".
 func (c *Candidate) Progress(waiting []string) string {
 	switch {
+	case c.Rerun && !c.Checked:
+		return "failed; re-running its failed jobs once"
 	case len(waiting) > 0:
 		return "waiting for checks: " + strings.Join(waiting, ", ")
 	case c.Checked:
@@ -341,11 +349,23 @@ func (b *Board) Apply(d events.Data, at time.Time) {
 		}
 		p.Base, p.Conflict = e.BaseBranch, nil
 		p.QueueMode, p.Batch = e.Mode, slices.Clone(e.Ahead)
+		p.QueueETA = nil
+		if e.ETA != nil {
+			x := *e.ETA
+			p.QueueETA = &x
+		}
 	case *events.MergeCandidate:
 		if !p.Queued() {
 			// A candidate given up after the PR left the queue (or one of
 			// a queue this board never saw it join) says nothing of where
 			// it stands now.
+			break
+		}
+		if e.State == events.CandidateRerun && p.Candidate != nil && p.Candidate.SHA == e.Candidate {
+			// The same candidate, failed, gets one more run: its checks
+			// are to be named again.
+			p.Candidate.Rerun, p.Candidate.Checked, p.Candidate.Detail = true, false, events.CleanTitle(e.Detail)
+			p.Waiting = nil
 			break
 		}
 		p.Candidate = &Candidate{
@@ -406,7 +426,7 @@ func (p *PR) quorumAgain(s events.Status) bool {
 
 func (b *Board) leaveQueue(p *PR) {
 	p.QueuedSeq, p.QueuedAt, p.Waiting = 0, time.Time{}, nil
-	p.QueueMode, p.Batch, p.Candidate = "", nil, nil
+	p.QueueMode, p.Batch, p.Candidate, p.QueueETA = "", nil, nil, nil
 }
 
 // Queue returns the merge queue of a repository's base branch, first in
@@ -462,7 +482,7 @@ func (b *Board) Line(pr ghref.PR, o Options) Line {
 	if p == nil {
 		return Line{Pending, "not watched by prloop"}
 	}
-	l := line(p, b.Position(pr), b.Batch(pr), o)
+	l := line(p, b.Position(pr), b.Batch(pr), b.ETA(pr), o)
 	if p.Warning != "" && !p.Merged && !p.Closed && p.Hold == "" {
 		l.Text += " (" + p.Warning + ")"
 	}
@@ -470,8 +490,9 @@ func (b *Board) Line(pr ghref.PR, o Options) Line {
 }
 
 // line renders p, pos-th in its merge queue (0: not queued), tested
-// together with batch in a speculative queue.
-func line(p *PR, pos int, batch []int, o Options) Line {
+// together with batch in a speculative queue, expected to merge as eta
+// says (nil: the merger made no estimate).
+func line(p *PR, pos int, batch []int, eta *ETA, o Options) Line {
 	switch {
 	case p.Merged && p.MergeSHA != "":
 		return Line{Success, "merged as " + ghref.ShortSHA(p.MergeSHA)}
@@ -501,15 +522,15 @@ func line(p *PR, pos int, batch []int, o Options) Line {
 	case p.Fixing:
 		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, p.FixLimit(o)), SetAside(len(p.Ignored)))}
 	case p.Status == events.StatusApproved && pos > 0 && p.Candidate != nil:
-		return Line{Pending, candidateLine(p)}
+		return Line{Pending, eta.after(candidateLine(p))}
 	case p.Status == events.StatusApproved && pos > 0 && len(p.Waiting) > 0:
-		return Line{Pending, "approved" + by(p.Approvers) + " — waiting for checks: " + strings.Join(p.Waiting, ", ")}
+		return Line{Pending, eta.after("approved" + by(p.Approvers) + " — waiting for checks: " + strings.Join(p.Waiting, ", "))}
 	case p.Status == events.StatusApproved && pos > 0 && p.QueueMode == Speculative:
 		// The merger's count of those ahead, not the board's: the board
 		// may not have seen every PR ahead join the queue.
-		return Line{Pending, fmt.Sprintf("queued %s on %s", ordinal(len(batch)+1), p.Base) + when(len(batch) > 0, ", tested together with "+Numbers(batch))}
+		return Line{Pending, eta.after(fmt.Sprintf("queued %s on %s", ordinal(len(batch)+1), p.Base) + when(len(batch) > 0, ", tested together with "+Numbers(batch)))}
 	case p.Status == events.StatusApproved && pos > 0:
-		return Line{Pending, fmt.Sprintf("approved%s — %s in the merge queue for %s", by(p.Approvers), ordinal(pos), p.Base)}
+		return Line{Pending, eta.after(fmt.Sprintf("approved%s — %s in the merge queue for %s", by(p.Approvers), ordinal(pos), p.Base))}
 	case p.Status == events.StatusApproved:
 		return Line{Success, "approved" + by(p.Approvers) + SetAside(len(p.Ignored))}
 	case p.Status == events.StatusChangesRequested:
