@@ -58,7 +58,7 @@ func describe(d events.Data) string {
 			text += when(len(d.Ahead) > 0, ", tested together with "+prstatus.Numbers(d.Ahead)) + " (speculative)"
 		}
 		if e := d.ETA; e != nil && e.Known {
-			text += "; merges in " + eta.Approx(time.Duration(e.Seconds)*time.Second)
+			text += "; merges in " + eta.Approx(time.Duration(e.Seconds*float64(time.Second)))
 		} else if e != nil {
 			text += "; ETA unknown"
 		}

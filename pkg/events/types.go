@@ -459,14 +459,14 @@ type MergeQueued struct {
 // (pkg/eta's Estimate). With fewer than three measurements it is unknown:
 // Known is false and Seconds 0.
 type QueueETA struct {
-	Known   bool  `json:"known"`
-	Seconds int64 `json:"seconds,omitempty"`
+	Known   bool    `json:"known"`
+	Seconds float64 `json:"seconds,omitempty"`
 	// CIMedianSeconds is the median CI time the estimate is made from,
 	// over the base's latest Measurements runs (candidates in a
 	// speculative queue, else the heads prloop pushed).
-	CIMedianSeconds int64 `json:"ci_median_seconds,omitempty"`
-	Measurements    int   `json:"measurements"`
-	Depth           int   `json:"depth"`
+	CIMedianSeconds float64 `json:"ci_median_seconds,omitempty"`
+	Measurements    int     `json:"measurements"`
+	Depth           int     `json:"depth"`
 }
 
 // Candidate states carried by MergeCandidate.

@@ -34,7 +34,7 @@ func (b *Board) ETA(pr ghref.PR) *ETA {
 	if p.QueueMode == Speculative {
 		pos = len(b.Batch(pr)) + 1
 	}
-	st := eta.Stat{Median: time.Duration(p.QueueETA.CIMedianSeconds) * time.Second, N: p.QueueETA.Measurements}
+	st := eta.Stat{Median: time.Duration(p.QueueETA.CIMedianSeconds * float64(time.Second)), N: p.QueueETA.Measurements}
 	in, ok := eta.Estimate(pos, p.QueueETA.Depth, st)
 	out := &ETA{Known: ok, In: in, Measurements: st.N}
 	if ok {

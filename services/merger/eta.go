@@ -71,8 +71,8 @@ func queueETA(position int, mode string, depth int, ci CITimes) *events.QueueETA
 	return out
 }
 
-// secondsOf is d in whole seconds, rounded.
-func secondsOf(d time.Duration) int64 { return int64(d.Round(time.Second) / time.Second) }
+// secondsOf is d in seconds, to the millisecond.
+func secondsOf(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds() }
 
 // candidateSamples returns the CI time of each of the first kept
 // candidates of a chain whose checks are conclusive (checks[i], in chain
