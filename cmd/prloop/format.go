@@ -58,9 +58,8 @@ func describe(d events.Data) string {
 			text += when(len(d.Ahead) > 0, ", tested together with "+prstatus.Numbers(d.Ahead)) + " (speculative)"
 		}
 		if e := d.ETA; e != nil && e.Known {
+			// An unknown estimate is left out here: the status line says it.
 			text += "; merges in " + eta.Approx(time.Duration(e.Seconds*float64(time.Second)))
-		} else if e != nil {
-			text += "; ETA unknown"
 		}
 		return text
 	case *events.MergeWaiting:
