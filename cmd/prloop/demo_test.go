@@ -60,8 +60,8 @@ func TestDemo_PlaysTheWholeLoop(t *testing.T) {
 	assertSubsequence(t, []string{
 		`pending  waiting for review`, `pending  👀 alice is reviewing`,
 		`pending  changes requested by alice — agent fixing \(cycle 1 of 2\)`, `pending  waiting for review`,
-		`pending  👀 alice is reviewing`, `success  approved by alice`, `pending  approved by alice — 1st in the merge queue for main`,
-		`pending  approved by alice — waiting for checks: .+`, `success  merged as <sha>`,
+		`pending  👀 alice is reviewing`, `success  approved by alice`, `pending  approved by alice — 1st in the merge queue for main, ETA unknown`,
+		`pending  approved by alice — waiting for checks: .+, ETA unknown`, `success  merged as <sha>`,
 	}, statuses("demo/widgets#1"), "demo/widgets#1's status lines")
 	assert.Equal(t, []string{"pending  waiting for review", "error  needs a human: review timeout (label human-review-required)"},
 		statuses("demo/widgets#2"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/prloop/prloop/pkg/eta"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
@@ -121,6 +122,9 @@ type queueSpot struct {
 	// Candidate is the speculative queue's candidate it rides in, nil
 	// before one is built.
 	Candidate *prstatus.Candidate `json:"candidate,omitempty"`
+	// ETA is when it is expected to merge (prstatus.Board.ETA), nil when
+	// the merger made no estimate.
+	ETA *prstatus.ETA `json:"eta,omitempty"`
 }
 
 // escalation is a current escalation, in the escalator's words.
@@ -361,7 +365,7 @@ func recordsOf(b *prstatus.Board, pr ghref.PR, rec *state.PR, s cliSettings) *re
 	r.FailingChecks = p.FailingChecks
 	r.MaxFixCycles, r.FixLimitFromFile = p.FixLimit(prstatus.Options{MaxFixCycles: s.MaxFixCycles}), p.MaxFixCycles != nil
 	if pos := b.Position(pr); pos > 0 {
-		q := &queueSpot{Base: p.Base, Position: pos, Ahead: []ghref.PR{}, Waiting: p.Waiting, Mode: p.QueueMode, Batch: b.Batch(pr), Candidate: p.Candidate}
+		q := &queueSpot{Base: p.Base, Position: pos, Ahead: []ghref.PR{}, Waiting: p.Waiting, Mode: p.QueueMode, Batch: b.Batch(pr), Candidate: p.Candidate, ETA: b.ETA(pr)}
 		for _, a := range b.Queue(pr.RepoRef(), p.Base)[:pos-1] {
 			q.Ahead = append(q.Ahead, a.PR)
 		}
@@ -524,9 +528,16 @@ func printExplanation(w io.Writer, x explanation, now time.Time) error {
 				mode = " (speculative, tested alone)"
 			}
 			fmt.Fprintf(tw, "  merge queue\tposition %d for %s%s; ahead: %s\n", q.Position, q.Base, mode, orNone(ahead))
+			if e := q.ETA; e != nil && e.Known {
+				fmt.Fprintf(tw, "  eta\t%s (median CI time %s over the last %d runs)\n", e.Text(), e.CIMedian.Round(time.Second), e.Measurements)
+			} else if e != nil {
+				fmt.Fprintf(tw, "  eta\tunknown: %d of the %d CI runs measured that an estimate needs\n", e.Measurements, eta.MinSamples)
+			}
 			if c := q.Candidate; c != nil && c.Built() {
 				fmt.Fprintf(tw, "  candidate\t%d%s on %s at %s, from %s at %s: %s\n", c.Position, when(len(c.Ahead) > 0, " (with "+prstatus.Numbers(c.Ahead)+" ahead)"),
 					orDash(c.Branch), ghref.ShortSHA(c.SHA), q.Base, orDash(ghref.ShortSHA(c.BaseSHA)), c.Progress(q.Waiting))
+			} else if c != nil && c.Rerun {
+				fmt.Fprintf(tw, "  candidate\t%s at %s: %s\n", orDash(c.Branch), ghref.ShortSHA(c.SHA), c.Progress(q.Waiting))
 			} else if c != nil {
 				fmt.Fprintf(tw, "  candidate\t%s invalidated%s; a new one is being built\n", ghref.ShortSHA(c.SHA), when(c.Detail != "", ": "+c.Detail))
 			}

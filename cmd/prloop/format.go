@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prloop/prloop/pkg/eta"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/prstatus"
@@ -55,6 +56,10 @@ func describe(d events.Data) string {
 		text := fmt.Sprintf("queued for merge into %s at position %d", d.BaseBranch, d.Position) + when(d.Priority, " (priority)")
 		if d.Mode == prstatus.Speculative {
 			text += when(len(d.Ahead) > 0, ", tested together with "+prstatus.Numbers(d.Ahead)) + " (speculative)"
+		}
+		if e := d.ETA; e != nil && e.Known {
+			// An unknown estimate is left out here: the status line says it.
+			text += "; merges in " + eta.Approx(time.Duration(e.Seconds*float64(time.Second)))
 		}
 		return text
 	case *events.MergeWaiting:

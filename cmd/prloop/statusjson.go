@@ -54,6 +54,19 @@ type statusPR struct {
 type statusQueue struct {
 	Base     string `json:"base"`
 	Position int    `json:"position"`
+	// ETA is when it is expected to merge, absent when the merger made no
+	// estimate.
+	ETA *statusETA `json:"eta,omitempty"`
+}
+
+// statusETA is a queued PR's estimate (docs/queue.md, ETA): Seconds
+// until it merges when Known, from the median CI time over Measurements
+// runs; unknown below three.
+type statusETA struct {
+	Known           bool    `json:"known"`
+	Seconds         float64 `json:"seconds,omitempty"`
+	CIMedianSeconds float64 `json:"ci_median_seconds,omitempty"`
+	Measurements    int     `json:"measurements"`
 }
 
 // statusJSON is the document of rows at now.
@@ -71,6 +84,9 @@ func statusJSON(rows []prstatus.Row, now time.Time) statusDoc {
 		}
 		if r.Position > 0 {
 			p.Queue = &statusQueue{Base: r.Base, Position: r.Position}
+			if e := r.ETA; e != nil {
+				p.Queue.ETA = &statusETA{Known: e.Known, Seconds: e.In.Seconds(), CIMedianSeconds: e.CIMedian.Seconds(), Measurements: e.Measurements}
+			}
 		}
 		doc.PRs = append(doc.PRs, p)
 	}

@@ -412,6 +412,26 @@ type MergeQueued struct {
 	// publishes PRMergeQueued again when the label is added or removed
 	// while the PR is queued.
 	Priority bool `json:"priority,omitempty"`
+	// ETA is the merger's estimate of when the PR merges, as it queued
+	// it; absent from a merger that does not estimate.
+	ETA *QueueETA `json:"eta,omitempty"`
+}
+
+// QueueETA is the merger's estimate of how long a queued PR waits until
+// it merges (docs/queue.md, ETA): its Position, the batch it rides in
+// (Depth PRs are tested at once; 1 in a serial queue) and the median CI
+// time measured on its base, one CI run per batch up to its own
+// (pkg/eta's Estimate). With fewer than three measurements it is unknown:
+// Known is false and Seconds 0.
+type QueueETA struct {
+	Known   bool    `json:"known"`
+	Seconds float64 `json:"seconds,omitempty"`
+	// CIMedianSeconds is the median CI time the estimate is made from,
+	// over the base's latest Measurements runs (candidates in a
+	// speculative queue, else the heads prloop pushed).
+	CIMedianSeconds float64 `json:"ci_median_seconds,omitempty"`
+	Measurements    int     `json:"measurements"`
+	Depth           int     `json:"depth"`
 }
 
 // Candidate states carried by MergeCandidate.
@@ -422,6 +442,10 @@ const (
 	// be merged (the base moved, a PR ahead left or changed); it is not
 	// merged, and a new one is built.
 	CandidateInvalidated = "invalidated"
+	// CandidateRerun: the candidate failed, and its failed GitHub Actions
+	// jobs are re-run once (PRLOOP_QUEUE_RETRY_FAILED) before its PR is
+	// removed; Detail names them. It still stands.
+	CandidateRerun = "rerun"
 )
 
 // MergeCandidate says the speculative queue built, or gave up, the
@@ -432,7 +456,7 @@ const (
 type MergeCandidate struct {
 	Base
 	BaseBranch string `json:"base,omitempty"`
-	// State is CandidateBuilt or CandidateInvalidated.
+	// State is CandidateBuilt, CandidateInvalidated or CandidateRerun.
 	State string `json:"state"`
 	// Candidate is the candidate commit; Tree its tree; Branch the
 	// prloop-owned branch it was pushed as (prloop/queue/<base>/<n>).

@@ -162,6 +162,7 @@ type Merger struct {
 	Consumer *Consumer
 	depth    *prometheus.GaugeVec
 	results  *prometheus.CounterVec
+	reruns   *prometheus.CounterVec
 
 	mu   sync.Mutex
 	seen map[Queue]bool
@@ -176,10 +177,16 @@ func NewMerger(reg prometheus.Registerer) *Merger {
 			"repo", "base"),
 		results: counterVec(reg, "merge_results_total",
 			"PRs that left the merge queue, by result: merged, dry_run, failed, dropped, merged_elsewhere.", "result"),
+		reruns: counterVec(reg, "merge_candidate_reruns_total",
+			"Failed speculative candidates whose failed GitHub Actions jobs were re-run once (PRLOOP_QUEUE_RETRY_FAILED), by result: "+
+				"rerun (asked of GitHub), flaky (the candidate passed on the re-run).", "result"),
 		seen: map[Queue]bool{},
 	}
 	for _, r := range []string{MergeMerged, MergeDryRun, MergeFailed, MergeDropped, MergeMergedElsewhere} {
 		m.results.WithLabelValues(r)
+	}
+	for _, r := range []string{RerunAsked, RerunFlaky} {
+		m.reruns.WithLabelValues(r)
 	}
 	return m
 }
@@ -202,6 +209,16 @@ func (m *Merger) QueueDepths(depths map[Queue]int) {
 
 // Result counts one PR leaving the queue.
 func (m *Merger) Result(result string) { m.results.WithLabelValues(result).Inc() }
+
+// Results of a failed candidate's re-run, as
+// prloop_merge_candidate_reruns_total labels them.
+const (
+	RerunAsked = "rerun" // its failed jobs were re-run
+	RerunFlaky = "flaky" // it passed on the re-run
+)
+
+// CandidateRerun counts a failed candidate's re-run by result.
+func (m *Merger) CandidateRerun(result string) { m.reruns.WithLabelValues(result).Inc() }
 
 // Escalator is the escalator service's metrics.
 type Escalator struct {

@@ -95,6 +95,9 @@ type PR struct {
 	// branch while queued, so that it keeps its place ahead of them.
 	Priority bool `json:"priority,omitempty"`
 	Spent    bool `json:"spent,omitempty"`
+	// QueueETA is what the merger's PRMergeQueued said of when it
+	// merges; the board estimates again from where it stands (ETA).
+	QueueETA *events.QueueETA `json:"queue_eta,omitempty"`
 	// Candidate is the speculative queue's candidate commit it rides in,
 	// from the latest PRMergeCandidate while it is queued.
 	Candidate *Candidate `json:"candidate,omitempty"`
@@ -161,6 +164,9 @@ type Candidate struct {
 	// waits for (the PR's Waiting) since it was built: until then its CI
 	// has only started, and an empty Waiting does not mean green.
 	Checked bool `json:"checked,omitempty"`
+	// Rerun says the candidate failed and its failed jobs are re-run once
+	// (PRMergeCandidate "rerun") before the PR would be removed.
+	Rerun bool `json:"rerun,omitempty"`
 }
 
 // Built reports whether the candidate stands (it was not invalidated).
@@ -171,6 +177,8 @@ func (c *Candidate) Built() bool { return c.State == events.CandidateBuilt }
 // passed, merging".
 func (c *Candidate) Progress(waiting []string) string {
 	switch {
+	case c.Rerun && !c.Checked:
+		return "failed; re-running its failed jobs once"
 	case len(waiting) > 0:
 		return "waiting for checks: " + strings.Join(waiting, ", ")
 	case c.Checked:
@@ -358,11 +366,23 @@ func (b *Board) apply(d events.Data, at time.Time) []ghref.PR {
 		}
 		p.Base, p.Conflict = e.BaseBranch, nil
 		p.QueueMode, p.Batch, p.Priority = e.Mode, slices.Clone(e.Ahead), e.Priority
+		p.QueueETA = nil
+		if e.ETA != nil {
+			x := *e.ETA
+			p.QueueETA = &x
+		}
 	case *events.MergeCandidate:
 		if !p.Queued() {
 			// A candidate given up after the PR left the queue (or one of
 			// a queue this board never saw it join) says nothing of where
 			// it stands now.
+			break
+		}
+		if e.State == events.CandidateRerun && p.Candidate != nil && p.Candidate.SHA == e.Candidate {
+			// The same candidate, failed, gets one more run: its checks
+			// are to be named again.
+			p.Candidate.Rerun, p.Candidate.Checked, p.Candidate.Detail = true, false, events.CleanTitle(e.Detail)
+			p.Waiting = nil
 			break
 		}
 		p.Candidate = &Candidate{
@@ -424,7 +444,7 @@ func (p *PR) quorumAgain(s events.Status) bool {
 
 func (b *Board) leaveQueue(p *PR) {
 	p.QueuedSeq, p.QueuedAt, p.Waiting, p.Priority, p.Spent = 0, time.Time{}, nil, false, false
-	p.QueueMode, p.Batch, p.Candidate = "", nil, nil
+	p.QueueMode, p.Batch, p.Candidate, p.QueueETA = "", nil, nil, nil
 }
 
 // Queue returns the merge queue of a repository's base branch, first in
@@ -486,7 +506,7 @@ func (b *Board) Line(pr ghref.PR, o Options) Line {
 		// First, so that clipping keeps it: it is why nothing merges.
 		prefix = f.Text() + " — "
 	}
-	l := line(p, pos, b.Batch(pr), o, MaxText-len(prefix))
+	l := line(p, pos, b.Batch(pr), b.ETA(pr), o, MaxText-len(prefix))
 	if p.Warning != "" && !p.Merged && !p.Closed && p.Hold == "" {
 		l.Text += " (" + p.Warning + ")"
 	}
@@ -497,9 +517,10 @@ func (b *Board) Line(pr ghref.PR, o Options) Line {
 }
 
 // line renders p, pos-th in its merge queue (0: not queued), tested
-// together with batch in a speculative queue, in room bytes where it can
-// choose (a candidate's branch is left out otherwise).
-func line(p *PR, pos int, batch []int, o Options, room int) Line {
+// together with batch in a speculative queue, expected to merge as eta
+// says (nil: the merger made no estimate), in room bytes where it can
+// choose (a candidate's branch and the ETA are left out otherwise).
+func line(p *PR, pos int, batch []int, eta *ETA, o Options, room int) Line {
 	switch {
 	case p.Merged && p.MergeSHA != "":
 		return Line{Success, "merged as " + ghref.ShortSHA(p.MergeSHA)}
@@ -529,15 +550,15 @@ func line(p *PR, pos int, batch []int, o Options, room int) Line {
 	case p.Fixing:
 		return Line{Pending, fmt.Sprintf("changes requested%s — agent fixing (%s)%s", by(p.RequestedBy), cycle(p.FixCycle, p.FixLimit(o)), SetAside(len(p.Ignored)))}
 	case p.Status == events.StatusApproved && pos > 0 && p.Candidate != nil:
-		return Line{Pending, candidateLine(p, room)}
+		return Line{Pending, eta.after(candidateLine(p, room), room)}
 	case p.Status == events.StatusApproved && pos > 0 && len(p.Waiting) > 0:
-		return Line{Pending, "approved" + by(p.Approvers) + " — waiting for checks: " + strings.Join(p.Waiting, ", ")}
+		return Line{Pending, eta.after("approved"+by(p.Approvers)+" — waiting for checks: "+strings.Join(p.Waiting, ", "), room)}
 	case p.Status == events.StatusApproved && pos > 0 && p.QueueMode == Speculative:
 		// The merger's count of those ahead, not the board's: the board
 		// may not have seen every PR ahead join the queue.
-		return Line{Pending, fmt.Sprintf("queued %s on %s", ordinal(len(batch)+1), p.Base) + when(p.Priority, " (priority)") + when(len(batch) > 0, ", tested together with "+Numbers(batch))}
+		return Line{Pending, eta.after(fmt.Sprintf("queued %s on %s", ordinal(len(batch)+1), p.Base)+when(p.Priority, " (priority)")+when(len(batch) > 0, ", tested together with "+Numbers(batch)), room)}
 	case p.Status == events.StatusApproved && pos > 0:
-		return Line{Pending, fmt.Sprintf("approved%s — %s in the merge queue for %s", by(p.Approvers), ordinal(pos), p.Base) + when(p.Priority, " (priority)")}
+		return Line{Pending, eta.after(fmt.Sprintf("approved%s — %s in the merge queue for %s", by(p.Approvers), ordinal(pos), p.Base)+when(p.Priority, " (priority)"), room)}
 	case p.Status == events.StatusApproved:
 		return Line{Success, "approved" + by(p.Approvers) + SetAside(len(p.Ignored))}
 	case p.Status == events.StatusChangesRequested:

@@ -24,6 +24,9 @@ type Row struct {
 	// queued).
 	Base     string
 	Position int
+	// ETA is when it is expected to merge (Board.ETA), nil when it is
+	// not queued or the merger made no estimate.
+	ETA *ETA
 	// Escalation is why a human is needed, while one is ("" once it is
 	// merged or closed).
 	Escalation events.Reason
@@ -45,7 +48,7 @@ func (b *Board) Row(pr ghref.PR, o Options) (r Row, ok bool) {
 		Position: b.Position(pr), Merged: p.Merged, Closed: p.Closed, Last: p.Last, LastAt: p.LastAt,
 	}
 	if r.Position > 0 {
-		r.Base = p.Base
+		r.Base, r.ETA = p.Base, b.ETA(pr)
 	}
 	if p.NeedsHuman() {
 		r.Escalation = p.Escalation

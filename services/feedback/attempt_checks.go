@@ -5,7 +5,6 @@ package feedback
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -39,14 +38,7 @@ func (a *attempt) checksGitHub() (checksGitHub, error) {
 
 // errNoRerun says GitHub would not re-run the failed jobs, or none was
 // found: the agent is asked at once instead.
-var errNoRerun = errors.New("no failed GitHub Actions job could be re-run")
-
-// refused reports whether GitHub's answer says that asking again will not
-// help (no permission, no such job or run, a run that cannot be re-run).
-func refused(err error) bool {
-	return errors.Is(err, github.ErrNotFound) || errors.Is(err, github.ErrForbidden) ||
-		errors.Is(err, github.ErrValidation) || errors.Is(err, github.ErrUnauthorized)
-}
+var errNoRerun = github.ErrNoRerun
 
 // rerun re-runs the failed jobs of each GitHub Actions run among the
 // failure, once per head (the request of round 1), and ends the request
@@ -60,38 +52,21 @@ func (a *attempt) rerun(ctx context.Context) (Result, error) {
 	if err := a.fence(ctx); err != nil {
 		return Result{}, err
 	}
-	var runs []int64
-	var names []string
-	for _, f := range a.req.FailedChecks {
-		if !f.Actions || f.ID <= 0 {
-			continue
-		}
-		job, err := c.GetWorkflowJob(ctx, a.req.PR.RepoRef(), f.ID)
-		if refused(err) {
-			continue // not a job after all, or not ours to read
-		} else if err != nil {
-			return Result{}, err
-		}
-		names = append(names, SanitizeLine(f.Name))
-		if id := job.GetRunID(); id > 0 && !slices.Contains(runs, id) {
-			runs = append(runs, id)
-		}
+	r, err := github.RerunFailed(ctx, c, a.req.PR.RepoRef(), a.req.FailedChecks)
+	for _, id := range r.Refused {
+		a.log.Warn("GitHub refused to re-run a run's failed jobs", "run", id)
 	}
-	rerun := 0
-	for _, id := range runs {
-		err := c.RerunFailedJobs(ctx, a.req.PR.RepoRef(), id)
-		if refused(err) {
-			a.log.Warn("GitHub refused to re-run a run's failed jobs", "run", id, "err", err)
-			continue
-		} else if err != nil {
-			return Result{}, err
-		}
-		rerun++
+	for range r.Runs {
 		a.metrics.CheckRerun()
 	}
-	if rerun == 0 {
-		return Result{}, fmt.Errorf("re-run the failed checks of %s: %w", a.req.PR, errNoRerun)
+	if err != nil {
+		return Result{}, fmt.Errorf("re-run the failed checks of %s: %w", a.req.PR, err)
 	}
+	names := make([]string, len(r.Names))
+	for i, n := range r.Names {
+		names[i] = SanitizeLine(n)
+	}
+	runs := r.Runs
 	a.log.Info("re-ran the failed jobs; the agent is asked only if they fail again", "runs", len(runs), "checks", names)
 	return a.skip(ctx, "re-running the failed jobs of "+strings.Join(names, ", ")+" once; the agent is asked only if they fail again")
 }

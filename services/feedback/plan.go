@@ -8,6 +8,7 @@ import (
 	"github.com/prloop/prloop/pkg/backoff"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/metrics"
 )
 
@@ -163,7 +164,7 @@ func plan(req Request, rec Record, pr snapshot, lim limits) action {
 		// agent's: it checks what moved it.
 		return skip("the head moved to "+ghref.EventSHA(pr.Head), "PR head moved since the change request; it is stale")
 	}
-	if req.Checks != nil && !resuming && req.Checks.Round == 1 && lim.Rerun && rerunnable(req.FailedChecks) {
+	if req.Checks != nil && !resuming && req.Checks.Round == 1 && lim.Rerun && github.Rerunnable(req.FailedChecks) {
 		return action{kind: actRerun, note: "re-running the failed jobs before asking the agent", rec: rec}
 	}
 	var cycle int

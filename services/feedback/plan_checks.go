@@ -4,7 +4,6 @@ import (
 	_ "embed"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/prloop/prloop/pkg/events"
@@ -107,11 +106,6 @@ func checksRequestOf(d *events.ChecksFailed, eventID string) Request {
 		Checks:       &ChecksFailure{Round: d.Round, ChangesRequested: d.ChangesRequested},
 		FailedChecks: d.Checks,
 	}
-}
-
-// rerunnable reports whether a failure has GitHub Actions jobs to re-run.
-func rerunnable(failed []events.FailedCheck) bool {
-	return slices.ContainsFunc(failed, func(f events.FailedCheck) bool { return f.Actions && f.ID > 0 })
 }
 
 // planChecksFix bounds the fixes of failing checks: with

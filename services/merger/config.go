@@ -97,6 +97,9 @@ type Config struct {
 	// QueueDepth is how many PRs of a queue the speculative mode tests at
 	// once: candidates base+PR1, base+PR1+PR2, … up to this many.
 	QueueDepth int `envconfig:"PRLOOP_QUEUE_DEPTH" default:"4" desc:"(speculative) how many PRs of a queue ride in candidates at once, 1 to 16"`
+	// RetryFailed re-runs a failed candidate's failed GitHub Actions jobs
+	// once before its PR is removed (flaky.go).
+	RetryFailed bool `envconfig:"PRLOOP_QUEUE_RETRY_FAILED" default:"true" desc:"(speculative) re-run a failed candidate's failed GitHub Actions jobs once before removing its PR; a pass on the re-run counts as flaky"`
 	// GitHubLogin is prloop's own GitHub login, whose signals never count;
 	// empty asks GitHub (GET /user) at start.
 	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN" desc:"prloop's own login, whose signals never count; empty: asked from GitHub"`

@@ -85,6 +85,9 @@ type Policy struct {
 	// QueueDepth is how many PRs of a speculative queue ride in
 	// candidates at once.
 	QueueDepth int
+	// RetryFailed re-runs a failed candidate's Actions jobs once before
+	// its PR leaves (PRLOOP_QUEUE_RETRY_FAILED, flaky.go).
+	RetryFailed bool
 }
 
 // policy is the configuration's Policy.
@@ -93,6 +96,7 @@ func (c Config) policy() Policy {
 		RequireChecks: c.RequireChecks, ChecksTimeout: c.ChecksTimeout, PollInterval: c.PollInterval,
 		MergeRetries: c.MergeRetries, DryRun: c.DryRun, ResolveConflicts: c.ResolveConflicts, DeleteBranch: c.DeleteBranch,
 		UpdateMethod: c.UpdateMethod, MergeMethod: c.MergeMethod, QueueDepth: c.queueDepth(),
+		RetryFailed: c.RetryFailed,
 	}
 }
 

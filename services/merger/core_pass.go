@@ -3,8 +3,10 @@ package merger
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/prloop/prloop/pkg/eta"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
 )
@@ -62,6 +64,9 @@ type batchObservation struct {
 	ChecksRead bool
 	Inputs     []ChecksInput
 	Required   []string
+	// ChecksAt is when they were read: a verdict found then was not there
+	// at Now, and the CI times measured (eta.go) end here.
+	ChecksAt time.Time
 
 	// Heads is what reported on the own heads of the first riders
 	// (askHeads); nil until read.
@@ -86,6 +91,12 @@ type batchObservation struct {
 	// Own is what reported on the culprit's own head (askOwn); nil until
 	// read.
 	Own *ChecksInput
+
+	// Rerun says the failed candidate's one re-run was recorded on it and
+	// asked of GitHub (askRerun): the shell sets the candidate's Rerun in
+	// Chain and Batch as stored; RerunNames are the checks re-run.
+	Rerun      bool
+	RerunNames []string
 }
 
 // batchAsk is a phase stepBatch asks the shell for before it decides
@@ -129,6 +140,16 @@ type askStore struct {
 // askOwn: read what reported on the own head of the entry at Index.
 type askOwn struct{ Index int }
 
+// askRerun: record the one re-run of the failed candidate at Index on the
+// stored batch (Mark, so that it is never asked twice), then ask GitHub
+// to re-run its Failed Actions jobs; a refusal is recorded too (Mark
+// with Refused), and then the PR leaves as it would have (flaky.go).
+type askRerun struct {
+	Index  int
+	Mark   Rerun
+	Failed []events.FailedCheck
+}
+
 func (askRiders) ask() {}
 func (askFlush) ask()  {}
 func (askBuild) ask()  {}
@@ -138,6 +159,7 @@ func (askStack) ask()  {}
 func (askPush) ask()   {}
 func (askStore) ask()  {}
 func (askOwn) ask()    {}
+func (askRerun) ask()  {}
 
 // batchCommand is one side effect that ends a pass: a closed set.
 type batchCommand interface{ batchCommand() }
@@ -183,6 +205,10 @@ type batchTransition struct {
 	More, Wait bool
 	// Why says what was decided, for logs.
 	Why string
+	// Samples are CI times the pass measured on its candidates, from the
+	// push to a conclusive verdict (eta.go): the shell records them for
+	// the queue's ETA, each commit once.
+	Samples []eta.Sample
 }
 
 // stepBatch decides a speculative pass from what it observed so far, and
@@ -245,6 +271,35 @@ func stepBatch(o batchObservation, pol Policy) batchTransition {
 	if d.ReadHeads > 0 {
 		return batchTransition{Ask: askHeads{N: d.ReadHeads}}
 	}
+	samples := candidateSamples(o.Chain, d.Checks, kept, o.ChecksAt)
+	// A re-run candidate green now passed on its re-run: flaky, marked
+	// once on the candidate stored.
+	o.Chain = markFlaky(o.Chain, d.Checks, kept)
+	var rerunEvent []outEvent
+	if d.Remove > 0 {
+		// A flaky candidate gets one more run before its PR leaves.
+		i := d.Remove - 1
+		failed := failures(d.Judged[i])
+		switch retryFailed(o.Chain[i], failed, pol.RetryFailed, o.Now, pol.ChecksTimeout) {
+		case retryNow:
+			return batchTransition{Ask: askRerun{Index: i, Mark: Rerun{At: o.Now.UTC(), Failed: checkIDs(failed)}, Failed: failed}, Samples: samples}
+		case retryWait:
+			d = waitForRerun(d, i, failed)
+			if o.Rerun {
+				detail := "re-running the failed jobs of " + strings.Join(cleanNames(o.RerunNames), ", ") + " once before removing the PR"
+				rerunEvent = []outEvent{candidateEvent(o.Chain[i], events.CandidateRerun, entries[0].Base, o.BaseSHA, o.Chain, detail)}
+			}
+		}
+	}
+	t := stepBatchDecided(o, entries, n, kept, d, rerunEvent, pol)
+	t.Samples = samples
+	return t
+}
+
+// stepBatchDecided goes on with a pass whose candidates' verdicts are in
+// (d): merge the green prefix, push and store the candidates, remove the
+// culprit, or wait for the checks.
+func stepBatchDecided(o batchObservation, entries []Entry, n, kept int, d batchDecision, extra []outEvent, pol Policy) batchTransition {
 	next := o.Batch
 	next.Outbox = nil
 	next.SeenChecks = d.Seen
@@ -258,7 +313,7 @@ func stepBatch(o batchObservation, pol Policy) batchTransition {
 			}
 		}
 		if !o.Stored {
-			return storeBatch(o, next)
+			return storeBatch(o, next, extra...)
 		}
 		return batchTransition{Commands: append(headUpdates(o, entries, -1), cmdMergeUpTo{
 			Candidates: o.Chain[:d.Merge], Judged: d.Judged[:d.Merge], BuiltOn: o.BaseSHA,
@@ -280,7 +335,7 @@ func stepBatch(o batchObservation, pol Policy) batchTransition {
 	}
 	next.BaseSHA, next.Candidates = o.BaseSHA, chain
 	if !o.Stored {
-		return storeBatch(o, next)
+		return storeBatch(o, next, extra...)
 	}
 	if d.Fail > 0 {
 		// The culprit leaves first, before the PRs ahead of it merge: the
@@ -364,12 +419,12 @@ func headUpdates(o batchObservation, entries []Entry, except int) []batchCommand
 
 // storeBatch is the phase that stores next with the PRMergeCandidate
 // events that say how it differs from the stored batch.
-func storeBatch(o batchObservation, next Batch) batchTransition {
+func storeBatch(o batchObservation, next Batch, extra ...outEvent) batchTransition {
 	queued := func(pr ghref.PR) bool {
 		return slices.ContainsFunc(o.Entries, func(e Entry) bool { return e.PR.Number == pr.Number })
 	}
 	evs, gone := candidateEvents(o.Batch, next.Candidates, o.Entries[0].Base, next.BaseSHA, queued)
-	return batchTransition{Ask: askStore{Batch: next, Events: evs, Gone: gone}}
+	return batchTransition{Ask: askStore{Batch: next, Events: append(evs, extra...), Gone: gone}}
 }
 
 // retryBatch charges err to the PR it is about; one about the base or the

@@ -3,12 +3,15 @@ package merger
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2/event"
+	gh "github.com/google/go-github/v66/github"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
@@ -82,6 +85,8 @@ func describe(t batchTransition) []string {
 		return out
 	case askOwn:
 		return []string{fmt.Sprintf("read #%d's own head", a.Index+1)}
+	case askRerun:
+		return []string{fmt.Sprintf("re-run #%d's candidate's %d failed jobs once", a.Index+1, len(a.Failed))}
 	}
 	var out []string
 	for _, c := range t.Commands {
@@ -430,6 +435,77 @@ func TestStepBatch_SpeculativePassRowByRow(t *testing.T) {
 			},
 			want: []string{"#1 stays (0 failures, seen [ci])", "#2 leaves " + metrics.MergeFailed + " PREscalationRequested/checks_failed PRMergeFailed/checks_failed"}, more: true,
 		},
+		// A flaky candidate gets one more run (flaky.go).
+		{
+			name: "a candidate failing in Actions jobs is re-run once before its PR leaves",
+			edit: func(o *batchObservation, pol *Policy) {
+				pol.RetryFailed = true
+				o.Inputs, o.Heads = []ChecksInput{green("ci"), failingJob(7)}, []ChecksInput{green("ci")}
+			},
+			want: []string{"re-run #2's candidate's 1 failed jobs once"},
+			check: func(t *testing.T, got batchTransition) {
+				a := got.Ask.(askRerun)
+				assert.Equal(t, []int64{7}, a.Mark.Failed, "recorded with the failed jobs, before GitHub is asked")
+			},
+		},
+		{
+			name: "re-run asked: its PR stays, the batch is stored with the rerun event",
+			edit: func(o *batchObservation, pol *Policy) {
+				pol.RetryFailed = true
+				o.Inputs, o.Heads = []ChecksInput{green("ci"), failingJob(7)}, []ChecksInput{green("ci")}
+				o.Chain = slices.Clone(o.Chain)
+				o.Chain[1].Rerun = &Rerun{At: o.Now, Failed: []int64{7}}
+				o.Rerun, o.RerunNames = true, []string{"test"}
+			},
+			want: []string{"store c1,c2", "rerun c2"},
+		},
+		{
+			name: "waiting for the re-run's verdict: the PR stays, the green PR ahead of it merges",
+			edit: func(o *batchObservation, pol *Policy) {
+				pol.RetryFailed = true
+				o.Inputs, o.Heads, o.Stored = []ChecksInput{green("ci"), failingJob(7)}, []ChecksInput{green("ci")}, true
+				o.Chain = slices.Clone(o.Chain)
+				o.Chain[1].Rerun = &Rerun{At: o.Now, Failed: []int64{7}}
+			},
+			want: []string{"#1 stays (0 failures, seen [ci])", "merge c1 on 3333333"}, more: true,
+		},
+		{
+			name: "the re-run failed again (a new job failed): the PR leaves",
+			edit: func(o *batchObservation, pol *Policy) {
+				pol.RetryFailed = true
+				own := green("ci")
+				o.Inputs, o.Heads, o.Stored, o.Own = []ChecksInput{green("ci"), failingJob(8)}, []ChecksInput{green("ci")}, true, &own
+				o.Chain = slices.Clone(o.Chain)
+				o.Chain[1].Rerun = &Rerun{At: o.Now, Failed: []int64{7}}
+			},
+			want: []string{"#1 stays (0 failures, seen [ci])", "#2 leaves " + metrics.MergeDropped + " PRMergeFailed/candidate_failed"}, more: true,
+		},
+		{
+			name: "GitHub refused the re-run: the PR leaves as it would have",
+			edit: func(o *batchObservation, pol *Policy) {
+				pol.RetryFailed = true
+				own := green("ci")
+				o.Inputs, o.Heads, o.Stored, o.Own = []ChecksInput{green("ci"), failingJob(7)}, []ChecksInput{green("ci")}, true, &own
+				o.Chain = slices.Clone(o.Chain)
+				o.Chain[1].Rerun = &Rerun{At: o.Now, Failed: []int64{7}, Refused: true}
+			},
+			want: []string{"#1 stays (0 failures, seen [ci])", "#2 leaves " + metrics.MergeDropped + " PRMergeFailed/candidate_failed"}, more: true,
+		},
+		{
+			name: "a re-run candidate green now is marked flaky once, in the batch stored",
+			edit: func(o *batchObservation, pol *Policy) {
+				pol.RetryFailed = true
+				o.Inputs, o.Heads = []ChecksInput{green("ci"), green("ci")}, []ChecksInput{green("ci"), green("ci")}
+				o.Chain = slices.Clone(o.Chain)
+				o.Chain[1].Rerun = &Rerun{At: o.Now, Failed: []int64{7}}
+			},
+			want: []string{"store c1,c2"},
+			check: func(t *testing.T, got batchTransition) {
+				c := got.Ask.(askStore).Batch.Candidates[1]
+				require.NotNil(t, c.Rerun)
+				assert.True(t, c.Rerun.Passed, "counted as flaky when stored")
+			},
+		},
 		{
 			name: "the culprit's own head cannot be read: the error is the culprit's",
 			edit: func(o *batchObservation, _ *Policy) {
@@ -558,4 +634,15 @@ func TestStepBatch_APassPhaseByPhase(t *testing.T) {
 			assert.True(t, end.More)
 		})
 	}
+}
+
+// failingJob is what reported on a candidate whose GitHub Actions job
+// "test" (check run id) failed.
+func failingJob(id int64) ChecksInput {
+	in := statuses("ci")
+	in.Runs = []*gh.CheckRun{{
+		ID: gh.Int64(id), Name: gh.String("test"), Status: gh.String("completed"), Conclusion: gh.String("failure"),
+		App: &gh.App{Slug: gh.String("github-actions")},
+	}}
+	return in
 }

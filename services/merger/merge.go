@@ -50,6 +50,9 @@ func (s *Service) process(ctx context.Context, st stored) error {
 		}
 		p, o := s.observe(ctx, st, log)
 		t := Step(st.Entry, o, pol)
+		if x, ok := headSample(st.Entry, o, pol); ok {
+			s.measure(ctx, queueID(st.PR.RepoRef(), st.Base), false, x) // the ETA's CI time (eta.go)
+		}
 		for {
 			out, err := s.execute(ctx, &st, p, t, log)
 			if err != nil {

@@ -28,6 +28,7 @@ import (
 //	q.<owner>.<repo>.<base>.<number>   a queued PR (an Entry), ordered by Entry.Seq
 //	lock.<owner>.<repo>.<base>         the base's merge lock (a kvlease.Record)
 //	batch.<owner>.<repo>.<base>        the speculative queue's candidates (a Batch)
+//	ci.<owner>.<repo>.<base>           the base's measured CI times (CITimes, eta.go)
 //
 // Base names are case-folded in keys, so bases that differ only in case
 // share a queue: that serialises a little more than needed, never less.

@@ -150,7 +150,9 @@ type Service struct {
 
 	mu     sync.Mutex
 	active map[string]bool // queue ids this replica is draining
-	wg     sync.WaitGroup
+	// measured are commits whose CI time this replica recorded (eta.go).
+	measured map[string]bool
+	wg       sync.WaitGroup
 }
 
 var _ app.Service = (*Service)(nil)
@@ -171,7 +173,7 @@ func New(cfg Config, d Deps) *Service {
 	}
 	s := &Service{
 		cfg: cfg, d: d, q: queue{kv: d.Queue}, emit: events.NewEmitter(d.JS, Name), log: d.Log,
-		kick: make(chan struct{}, 1), active: map[string]bool{},
+		kick: make(chan struct{}, 1), active: map[string]bool{}, measured: map[string]bool{},
 		auth: cfg.Authorization(d.GitHub.GetPermission), policy: cfg.Policy(d.Self),
 	}
 	s.pol = newPolicies(cfg, d.GitHub, s.auth)
@@ -427,7 +429,7 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	}
 	if _, _, err := s.emit.Emit(ctx, &events.MergeQueued{
 		Base: events.Base{PR: a.PR, HeadSHA: st.ApprovedHead}, Position: pos, BaseBranch: st.Base,
-		Mode: s.cfg.queueMode(), Ahead: ahead, Priority: st.Priority,
+		Mode: s.cfg.queueMode(), Ahead: ahead, Priority: st.Priority, ETA: queueETA(pos, s.cfg.queueMode(), s.cfg.queueDepth(), s.ciTimes(ctx, qid)),
 	}, st.ApprovedHead, strconv.FormatUint(st.Seq, 10)); err != nil { // one per queued approval
 		return err
 	}

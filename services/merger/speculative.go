@@ -82,6 +82,8 @@ type Candidate struct {
 	// BuiltAt is when the candidate was first pushed: its checks time out
 	// PRLOOP_CHECKS_TIMEOUT after it.
 	BuiltAt time.Time `json:"built_at"`
+	// Rerun is the one re-run of its failed jobs, once made (flaky.go).
+	Rerun *Rerun `json:"rerun,omitempty"`
 }
 
 // candidateBranch is the prloop-owned branch the candidate of PR number n
@@ -183,6 +185,9 @@ func (sp *speculation) pass(ctx context.Context) (bool, error) {
 	pol := sp.s.cfg.policy()
 	for {
 		t := stepBatch(o, pol)
+		// The CI times of the candidates judged (the queue's ETA);
+		// measure records each commit once.
+		sp.s.measure(ctx, sp.qid, true, t.Samples...)
 		if t.Ask == nil {
 			return sp.carryOut(ctx, t, o, &ps)
 		}
@@ -230,6 +235,7 @@ func (sp *speculation) answer(ctx context.Context, ask batchAsk, o *batchObserva
 	case askChecks:
 		o.ChecksRead = true
 		o.Required, o.Inputs, err = sp.readCandidateChecks(ctx, ps.entries[0].Entry, o.Chain[:a.N])
+		o.ChecksAt = sp.s.d.Now()
 	case askHeads:
 		o.Heads, err = sp.readHeads(ctx, ps.entries[:a.N])
 	case askStack:
@@ -248,7 +254,16 @@ func (sp *speculation) answer(ctx context.Context, ask batchAsk, o *batchObserva
 		if ps.rev, err = sp.record(ctx, a, ps.rev); err != nil {
 			return err
 		}
+		sp.countFlaky(o.Batch, a.Batch)
 		o.Stored = true
+	case askRerun:
+		if err := sp.rerun(ctx, a, o, ps); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return nil
 	case askOwn:
 		st := ps.entries[a.Index]
 		var own ChecksInput

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/benchrun"
+	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim/simci"
 )
 
@@ -41,7 +43,7 @@ func TestMain(m *testing.M) {
 // a loaded machine does not time out a check the CI is about to report.
 func tiny() options {
 	return options{
-		prs: 4, ci: 10 * time.Minute, fail: 0.25, compress: 600, seed: 1, depth: 4,
+		prs: 4, ci: 10 * time.Minute, fail: 0.25, compress: 600, seed: 1, depth: 4, warmup: 3,
 		approveWithin: time.Minute, poll: 10 * time.Second, checksTimeout: 2 * time.Hour,
 		limit: time.Minute, modes: []string{"serial"},
 	}
@@ -74,8 +76,12 @@ func TestBench_SerialTiny(t *testing.T) {
 	assert.Zero(t, r.candidateEvents)
 	assert.Len(t, r.latencies, 3)
 	assert.Empty(t, r.notes)
+	assert.Len(t, r.etaErrors, 3, "after the warm-up every merged PR was queued with a known ETA")
+	assert.Zero(t, r.reruns, "commit statuses are never re-run")
 	f := o.figures(r)
 	assert.Greater(t, f.perHour, 0.0)
+	assert.Equal(t, 3, f.etaKnown)
+	assert.GreaterOrEqual(t, f.etaP90, f.etaP50)
 	assert.GreaterOrEqual(t, f.p50, 10.0, "a merge waits at least one CI run (10 modelled minutes)")
 	assert.GreaterOrEqual(t, f.p99, f.p50)
 }
@@ -102,6 +108,56 @@ func TestBench_SpeculativeTiny(t *testing.T) {
 	assert.Zero(t, r.early, "each PR merges only after CI passed its own candidate's tree")
 	assert.Zero(t, r.foreign)
 	assert.Positive(t, r.candidateRuns)
+	assert.Len(t, r.etaErrors, 3, "after the warm-up every merged PR was queued with a known ETA")
+}
+
+// TestETAError: |estimate − actual| of a merged PR queued with a known
+// estimate, from its PRMergeQueued to its PRMerged; nothing for a PR
+// queued with the ETA unknown, by a merger that made none, or not merged.
+func TestETAError(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	known := &events.QueueETA{Known: true, Seconds: 90, Measurements: 3, Depth: 1}
+	tests := []struct {
+		name string
+		o    outcome
+		want time.Duration
+		ok   bool
+	}{
+		{name: "merged later than estimated", o: outcome{queuedAt: t0, eta: known, merged: t0.Add(2 * time.Minute)}, want: 30 * time.Second, ok: true},
+		{name: "merged sooner than estimated", o: outcome{queuedAt: t0, eta: known, merged: t0.Add(time.Minute)}, want: 30 * time.Second, ok: true},
+		{name: "ETA unknown at queue time", o: outcome{queuedAt: t0, eta: &events.QueueETA{Measurements: 2}, merged: t0.Add(time.Minute)}},
+		{name: "no estimate made", o: outcome{queuedAt: t0, merged: t0.Add(time.Minute)}},
+		{name: "not merged", o: outcome{queuedAt: t0, eta: known}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := etaError(tt.o)
+			assert.Equal(t, tt.ok, ok)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+// TestPrintTable_ReportsTheETAError: the table has the ETA error's
+// median and p90, in modelled minutes, and the flaky candidates.
+func TestPrintTable_ReportsTheETAError(t *testing.T) {
+	t.Parallel()
+	o := tiny()
+	o.modes = []string{"serial", "speculative"}
+	var errs []time.Duration
+	for i := 1; i <= 10; i++ {
+		errs = append(errs, time.Duration(i)*time.Second)
+	}
+	r := result{name: "serial", merged: 10, etaErrors: errs, reruns: 1, flaky: 1}
+	var out strings.Builder
+	printTable(&out, o, []result{r, {name: "speculative", unavailable: "not run"}})
+	table := out.String()
+	assert.Regexp(t, `ETA error \|estimate − actual\| p50 \(minutes\)\s+\|\s+50\.0 \|`, table, "5 s at 600x is 50 modelled minutes")
+	assert.Regexp(t, `ETA error \|estimate − actual\| p90 \(minutes\)\s+\|\s+90\.0 \|`, table)
+	assert.Regexp(t, `merged PRs queued with a known ETA\s+\|\s+10 \|`, table)
+	assert.Regexp(t, `… flaky: merged after the re-run\s+\|\s+1 \|`, table)
 }
 
 // TestBench_RefusedConfigurationIsNotAvailable: a contender whose

@@ -62,6 +62,8 @@ type options struct {
 	compress float64
 	seed     uint64
 	depth    int
+	// warmup is how many PRs merge before the measured ones.
+	warmup int
 	// approveWithin is the modelled window in which every PR is approved.
 	approveWithin time.Duration
 	// poll and checksTimeout are the merger's modelled
@@ -105,6 +107,7 @@ func main() {
 	flag.Float64Var(&o.compress, "compress", 300, "time compression: every modelled duration runs this many times faster")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the broken PRs' choice and of the approval order and moments")
 	flag.IntVar(&o.depth, "depth", 4, "PRLOOP_QUEUE_DEPTH of the speculative contender")
+	flag.IntVar(&o.warmup, "warmup", 3, "PRs merged before the measured ones, in no figure: the merger measures its CI time on them, so that the measured PRs are queued with a known ETA (3 measurements make one)")
 	flag.DurationVar(&o.approveWithin, "approve-within", time.Minute, "window in which every PR is approved, modelled")
 	flag.DurationVar(&o.poll, "poll", 10*time.Second, "the merger's PRLOOP_MERGE_POLL_INTERVAL, modelled")
 	flag.DurationVar(&o.checksTimeout, "checks-timeout", 30*time.Minute, "the merger's PRLOOP_CHECKS_TIMEOUT, modelled")
@@ -153,6 +156,8 @@ func (o options) validate() error {
 	switch {
 	case o.prs < 1:
 		return fmt.Errorf("-prs %d: want at least 1", o.prs)
+	case o.warmup < 0:
+		return fmt.Errorf("-warmup %d: want 0 or more", o.warmup)
 	case o.fail < 0 || o.fail >= 1:
 		return fmt.Errorf("-fail %g: want a share from 0 up to below 1", o.fail)
 	case o.compress < 1:

@@ -54,6 +54,24 @@ type result struct {
 	untested, foreign, early int
 	brokenMerged             []int
 	notes                    []string
+	// etaErrors are |estimate − actual| per merged PR queued with a known
+	// ETA, sorted: the estimate PRMergeQueued announced against the time
+	// from that event to PRMerged.
+	etaErrors []time.Duration
+	// reruns count the PRs whose failed candidate was re-run once
+	// (PRMergeCandidate "rerun"); flaky those of them that then merged.
+	reruns, flaky int
+}
+
+// etaError is |estimate − actual| of a merged PR whose PRMergeQueued
+// carried a known estimate: actual is from that event to its PRMerged.
+func etaError(o outcome) (time.Duration, bool) {
+	if o.eta == nil || !o.eta.Known || o.merged.IsZero() || o.queuedAt.IsZero() {
+		return 0, false
+	}
+	est := time.Duration(o.eta.Seconds * float64(time.Second))
+	d := o.merged.Sub(o.queuedAt) - est
+	return max(d, -d), true
 }
 
 // run measures each contender in turn with the merger binary bin, each in
@@ -136,6 +154,16 @@ func measure(ctx context.Context, o options, dir, bin string, c contender, out i
 	if err := w.startCI(runCtx); err != nil {
 		return res, err
 	}
+	if len(w.warmup) > 0 {
+		fmt.Fprintf(out, "[%s] warming up: %d PRs merge first, so that the merger has measured its CI time …\n", c.name, len(w.warmup))
+	}
+	warm, err := w.warmUp(ctx, func(cond func() bool) error { return waitOrExit(ctx, child, o.limit, cond) })
+	if errors.Is(err, errExited) {
+		res.unavailable = "the merger stopped: " + log.last()
+		return res, nil
+	} else if err != nil {
+		return res, fmt.Errorf("%w; the merger's log: %s", err, log.last())
+	}
 	fmt.Fprintf(out, "[%s] approving %d PRs (%d broken) …\n", c.name, o.prs, len(broken))
 	approved, err := w.approveAll(ctx, rng)
 	if err != nil {
@@ -170,22 +198,22 @@ func measure(ctx context.Context, o options, dir, bin string, c contender, out i
 	err = waitOrExit(ctx, child, o.limit, func() bool {
 		if time.Since(progress) > 15*time.Second {
 			progress = time.Now()
-			fmt.Fprintf(out, "[%s] %d of %d PRs left the queue, %d CI runs\n", c.name, w.rec.terminal(), o.prs, len(w.ci.Runs()))
+			fmt.Fprintf(out, "[%s] %d of %d PRs left the queue, %d CI runs\n", c.name, w.rec.terminal(w.prs), o.prs, len(w.ci.Runs()))
 		}
-		return w.rec.terminal() == o.prs
+		return w.rec.terminal(w.prs) == o.prs
 	})
 	switch {
 	case errors.Is(err, errExited):
 		res.incomplete = "the merger stopped: " + log.last()
 	case errors.Is(err, benchrun.ErrTimedOut):
-		res.incomplete = fmt.Sprintf("stopped after -limit %s with %d of %d PRs out of the queue", o.limit, w.rec.terminal(), o.prs)
+		res.incomplete = fmt.Sprintf("stopped after -limit %s with %d of %d PRs out of the queue", o.limit, w.rec.terminal(w.prs), o.prs)
 	case err != nil:
 		return res, err
 	}
 	child.Stop(15 * time.Second)
 	stopCI()
 	w.ci.Wait()
-	if err := res.fill(ctx, w, approved, first); err != nil {
+	if err := res.fill(ctx, w, approved, first, warm); err != nil {
 		return res, err
 	}
 	fmt.Fprintf(out, "[%s] %d merged, %d removed as failing, %d CI runs, %d merges of an untested tree, in %s\n",
@@ -193,11 +221,16 @@ func measure(ctx context.Context, o options, dir, bin string, c contender, out i
 	return res, nil
 }
 
-// fill computes the figures from the events, the CI's runs and main's
-// history in the simulator's git.
-func (res *result) fill(ctx context.Context, w *world, approved map[int]time.Time, first time.Time) error {
+// fill computes the figures from the events, the CI's runs after the
+// warm-up ended (warm) and main's history in the simulator's git.
+func (res *result) fill(ctx context.Context, w *world, approved map[int]time.Time, first, warm time.Time) error {
 	outcomes := w.rec.snapshot()
-	runs := w.ci.Runs()
+	var runs []simci.Run
+	for _, r := range w.ci.Runs() {
+		if !r.Started.Before(warm) {
+			runs = append(runs, r)
+		}
+	}
 	res.ciRuns = len(runs)
 	for _, r := range runs {
 		if strings.HasPrefix(r.Branch, "prloop/queue/") {
@@ -217,10 +250,19 @@ func (res *result) fill(ctx context.Context, w *world, approved map[int]time.Tim
 		n := p.pr.Number
 		o := outcomes[n]
 		res.candidateEvents += o.candidates
+		if o.reruns > 0 {
+			res.reruns++
+		}
 		switch {
 		case !o.merged.IsZero():
 			res.merged++
 			res.latencies = append(res.latencies, o.merged.Sub(approved[n]))
+			if o.reruns > 0 {
+				res.flaky++
+			}
+			if e, ok := etaError(o); ok {
+				res.etaErrors = append(res.etaErrors, e)
+			}
 			if o.merged.After(last) {
 				last = o.merged
 			}
@@ -234,6 +276,7 @@ func (res *result) fill(ctx context.Context, w *world, approved map[int]time.Tim
 		}
 	}
 	slices.Sort(res.latencies)
+	slices.Sort(res.etaErrors)
 	res.span = last.Sub(first)
 	res.ciBusy = busy(runs, first, last)
 	return res.checkSafety(ctx, w, runs)

@@ -21,6 +21,11 @@ const (
 // figures are a result's numbers in modelled time, as the table shows them.
 type figures struct {
 	perHour, p50, p99, ciPerMerge float64
+	// etaP50 and etaP90 are the median and 90th percentile of
+	// |estimate − actual| in minutes; etaKnown how many merged PRs were
+	// queued with a known estimate.
+	etaP50, etaP90 float64
+	etaKnown       int
 	// perHourRealProcessing is the rate with the time no CI run was in
 	// flight (the queue's own work: requests, git, polls) counted at real
 	// speed instead of compressed: what the rate would be if processing
@@ -42,6 +47,9 @@ func (o options) figures(r result) figures {
 	if r.merged > 0 {
 		f.ciPerMerge = float64(r.ciRuns) / float64(r.merged)
 	}
+	f.etaKnown = len(r.etaErrors)
+	f.etaP50 = minutes(benchrun.Percentile(r.etaErrors, 0.50))
+	f.etaP90 = minutes(benchrun.Percentile(r.etaErrors, 0.90))
 	return f
 }
 
@@ -60,8 +68,8 @@ func printTable(out io.Writer, o options, rs []result) {
 	if o.fail > 0 {
 		target = targetRatioFail
 	}
-	fmt.Fprintf(out, "\nP=%d PRs on one base, T=%s, f=%g (%d broken), depth %d, approvals within %s; compressed %gx (CI ran %s), figures in modelled time\n\n",
-		o.prs, o.ci, o.fail, brokenCount(rs), o.depth, o.approveWithin, o.compress, o.real(o.ci).Round(time.Millisecond))
+	fmt.Fprintf(out, "\nP=%d PRs on one base (after %d warm-up PRs), T=%s, f=%g (%d broken), depth %d, approvals within %s; compressed %gx (CI ran %s), figures in modelled time\n\n",
+		o.prs, o.warmup, o.ci, o.fail, brokenCount(rs), o.depth, o.approveWithin, o.compress, o.real(o.ci).Round(time.Millisecond))
 	row := func(cells ...string) {
 		fmt.Fprintf(out, "| %-46s | %13s | %13s | %7s | %-30s |\n", cells[0], cells[1], cells[2], cells[3], cells[4])
 	}
@@ -90,6 +98,11 @@ func printTable(out io.Writer, o options, rs []result) {
 	line("approval → merge p50 (minutes)", "", fig(func(f figures) float64 { return f.p50 }), "%.1f")
 	line("approval → merge p99 (minutes)", "", fig(func(f figures) float64 { return f.p99 }), "%.1f")
 	line("CI runs per merged PR", "", fig(func(f figures) float64 { return f.ciPerMerge }), "%.2f")
+	line("merged PRs queued with a known ETA", "all (after -warmup)", fig(func(f figures) float64 { return float64(f.etaKnown) }), "%.0f")
+	line("ETA error |estimate − actual| p50 (minutes)", "", fig(func(f figures) float64 { return f.etaP50 }), "%.1f")
+	line("ETA error |estimate − actual| p90 (minutes)", "", fig(func(f figures) float64 { return f.etaP90 }), "%.1f")
+	line("candidates re-run once (PRs)", "", func(r result) float64 { return float64(r.reruns) }, "%.0f")
+	line("… flaky: merged after the re-run", "", func(r result) float64 { return float64(r.flaky) }, "%.0f")
 	line("PRs merged", fmt.Sprintf("%d (all but the broken)", o.prs-brokenCount(rs)), func(r result) float64 { return float64(r.merged) }, "%.0f")
 	line("PRs removed as failing (checks_failed)", "exactly the broken ones", func(r result) float64 { return float64(len(r.failedChecks)) }, "%.0f")
 	line("merges of an untested tree", "0", func(r result) float64 { return float64(r.untested) }, "%.0f")
@@ -126,7 +139,9 @@ func printTable(out io.Writer, o options, rs []result) {
 		"a PR merged on the strength of a later green candidate, before its own candidate reported (issue 28).\n")
 	fmt.Fprintf(out, "\nProcessing is not compressed: each real second of GitHub requests, git and NATS counts %gs (%.1f min) of modelled time;\n"+
 		"the second rate row counts the time no CI run was in flight at real speed instead.\n"+
-		"The CI runs counted are the queue's: PR heads after update-branch and candidate branches, never main.\n", o.compress, o.compress/60)
+		"The CI runs counted are the queue's: PR heads after update-branch and candidate branches, never main.\n"+
+		"The ETA error compares the estimate each PR's PRMergeQueued announced with the time from that event to its PRMerged.\n"+
+		"The simulated CI sets commit statuses, which no re-run repeats: no candidate is re-run here (the merger's tests cover flaky candidates).\n", o.compress, o.compress/60)
 }
 
 // verdicts says which of the run's correctness checks hold.

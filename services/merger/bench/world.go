@@ -45,6 +45,10 @@ type world struct {
 	conn *natsx.Conn
 	repo ghref.Repo
 	prs  []benchPR
+	// warmup are the PRs merged before the measured ones (-warmup), so
+	// that the merger has measured its CI time when they are queued and
+	// announces a known ETA; they are in no figure.
+	warmup []benchPR
 	// startTip is main's commit when the contender starts: every commit
 	// after it on main's first-parent line is a merge to check.
 	startTip string
@@ -104,7 +108,7 @@ func newWorld(ctx context.Context, o options, dir string, broken map[int]bool) (
 		w.close()
 		return nil, err
 	}
-	for n := 1; n <= o.prs; n++ {
+	for n := 1; n <= o.prs+o.warmup; n++ {
 		branch := fmt.Sprintf("change-%d", n)
 		files := map[string]string{fmt.Sprintf("changes/%d.txt", n): fmt.Sprintf("change %d\n", n)}
 		if broken[n] {
@@ -117,7 +121,12 @@ func newWorld(ctx context.Context, o options, dir string, broken map[int]bool) (
 			if err == nil {
 				var info ghsim.PRSnapshot
 				info, err = sim.PRInfo(pr)
-				w.prs = append(w.prs, benchPR{pr: pr, head: head, created: info.CreatedAt, broken: broken[n]})
+				p := benchPR{pr: pr, head: head, created: info.CreatedAt, broken: broken[n]}
+				if n <= o.prs {
+					w.prs = append(w.prs, p)
+				} else {
+					w.warmup = append(w.warmup, p)
+				}
 			}
 		}
 		if err != nil {
@@ -163,9 +172,8 @@ func (w *world) startCI(ctx context.Context) error {
 }
 
 // approveAll approves every PR within the approval window, in random
-// order at random moments: alice's APPROVED review on the head on GitHub,
-// then the poller's PRReviewApproved (anchored at the PR's creation, when
-// its head became the head). It returns when each approval was published.
+// order at random moments (approve). It returns when each approval was
+// published.
 func (w *world) approveAll(ctx context.Context, rng *rand.Rand) (map[int]time.Time, error) {
 	window := w.o.real(w.o.approveWithin)
 	order := rng.Perm(len(w.prs))
@@ -174,7 +182,6 @@ func (w *world) approveAll(ctx context.Context, rng *rand.Rand) (map[int]time.Ti
 		at[i] = time.Duration(rng.Int64N(int64(window) + 1))
 	}
 	slices.Sort(at)
-	emit := events.NewEmitter(w.conn.JS, "bench")
 	approved := map[int]time.Time{}
 	start := time.Now()
 	for i, idx := range order {
@@ -182,18 +189,51 @@ func (w *world) approveAll(ctx context.Context, rng *rand.Rand) (map[int]time.Ti
 		if err := ctxtime.Sleep(ctx, time.Until(start.Add(at[i]))); err != nil {
 			return nil, err
 		}
-		if _, err := w.sim.AddReview(p.pr, ghsim.ReviewInput{Login: reviewer, State: "APPROVED", CommitID: p.head, Body: "LGTM"}); err != nil {
-			return nil, fmt.Errorf("approve %s: %w", p.pr, err)
-		}
-		if _, _, err := emit.Emit(ctx, &events.ReviewApproved{
-			Base: events.Base{PR: p.pr, HeadSHA: p.head}, Status: events.StatusApproved, Actor: reviewer,
-			Approvers: []string{reviewer}, Anchor: p.created,
-		}, p.head, "bench"); err != nil {
-			return nil, fmt.Errorf("announce the approval of %s: %w", p.pr, err)
+		if err := w.approve(ctx, p); err != nil {
+			return nil, err
 		}
 		approved[p.pr.Number] = time.Now()
 	}
 	return approved, nil
+}
+
+// approve approves p: alice's APPROVED review on the head on GitHub, then
+// the poller's PRReviewApproved (anchored at the PR's creation, when its
+// head became the head).
+func (w *world) approve(ctx context.Context, p benchPR) error {
+	if _, err := w.sim.AddReview(p.pr, ghsim.ReviewInput{Login: reviewer, State: "APPROVED", CommitID: p.head, Body: "LGTM"}); err != nil {
+		return fmt.Errorf("approve %s: %w", p.pr, err)
+	}
+	if _, _, err := events.NewEmitter(w.conn.JS, "bench").Emit(ctx, &events.ReviewApproved{
+		Base: events.Base{PR: p.pr, HeadSHA: p.head}, Status: events.StatusApproved, Actor: reviewer,
+		Approvers: []string{reviewer}, Anchor: p.created,
+	}, p.head, "bench"); err != nil {
+		return fmt.Errorf("announce the approval of %s: %w", p.pr, err)
+	}
+	return nil
+}
+
+// warmUp approves the warm-up PRs at once and waits until each left the
+// queue; then main's tip is where the measured run starts. It returns
+// when the warm-up ended.
+func (w *world) warmUp(ctx context.Context, done func(cond func() bool) error) (time.Time, error) {
+	if len(w.warmup) == 0 {
+		return time.Now(), nil
+	}
+	for _, p := range w.warmup {
+		if err := w.approve(ctx, p); err != nil {
+			return time.Time{}, err
+		}
+	}
+	if err := done(func() bool { return w.rec.terminal(w.warmup) == len(w.warmup) }); err != nil {
+		return time.Time{}, fmt.Errorf("warm-up: %w", err)
+	}
+	tips, err := w.sim.Branches(w.repo)
+	if err != nil {
+		return time.Time{}, err
+	}
+	w.startTip = tips[base]
+	return time.Now(), nil
 }
 
 // close stops NATS and the simulator.
@@ -210,8 +250,14 @@ func (w *world) close() {
 
 // outcome is how one PR left the queue, as the merger's events say.
 type outcome struct {
-	queued     bool
-	mode       string // PRMergeQueued's queue mode
+	queued bool
+	mode   string // PRMergeQueued's queue mode
+	// queuedAt is when the first PRMergeQueued was seen, eta what it
+	// estimated.
+	queuedAt time.Time
+	eta      *events.QueueETA
+	// reruns are PRMergeCandidate "rerun" events naming the PR.
+	reruns     int
 	merged     time.Time
 	mergeSHA   string
 	failed     time.Time
@@ -256,7 +302,7 @@ func (r *recorder) add(e benchrun.Event) {
 	switch d := d.(type) {
 	case *events.MergeQueued:
 		if !o.queued {
-			o.queued, o.mode = true, d.Mode
+			o.queued, o.mode, o.queuedAt, o.eta = true, d.Mode, e.Seen, d.ETA
 		}
 	case *events.Merged:
 		if o.merged.IsZero() {
@@ -268,6 +314,9 @@ func (r *recorder) add(e benchrun.Event) {
 		}
 	case *events.MergeCandidate:
 		o.candidates++
+		if d.State == events.CandidateRerun {
+			o.reruns++
+		}
 	}
 }
 
@@ -295,13 +344,13 @@ func (r *recorder) firstMode() (string, bool) {
 	return "", false
 }
 
-// terminal counts the PRs that left the queue, merged or not.
-func (r *recorder) terminal() int {
+// terminal counts the PRs of prs that left the queue, merged or not.
+func (r *recorder) terminal(prs []benchPR) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
-	for _, o := range r.prs {
-		if !o.merged.IsZero() || !o.failed.IsZero() {
+	for _, p := range prs {
+		if o := r.prs[p.pr.Number]; o != nil && (!o.merged.IsZero() || !o.failed.IsZero()) {
 			n++
 		}
 	}

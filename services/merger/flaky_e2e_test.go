@@ -1,0 +1,184 @@
+package merger_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/services/merger"
+)
+
+// candidateWorkflows is GitHub Actions CI for the merger's candidates: on
+// each candidate built, once pushed and after delay, it records a
+// completed workflow run "ci" with the job job gives from the candidate's
+// event and the files of its tree (its Reruns script the re-runs).
+func (e *env) candidateWorkflows(delay time.Duration, job func(c *events.MergeCandidate, files []string) ghsim.JobInput) {
+	t := e.t
+	go func() {
+		done := map[string]bool{}
+		seen := map[string]time.Time{}
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			for _, r := range e.rec.All() {
+				c, ok := r.Data.(*events.MergeCandidate)
+				if !ok || c.State != events.CandidateBuilt || done[c.Candidate] {
+					continue
+				}
+				cmd := exec.Command("git", "--git-dir", e.sim.GitDir(e.repo), "ls-tree", "-r", "--name-only", c.Candidate)
+				cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "HOME=/nonexistent", "LC_ALL=C"}
+				out, err := cmd.Output()
+				if err != nil {
+					continue // not pushed yet
+				}
+				if seen[c.Candidate].IsZero() {
+					seen[c.Candidate] = time.Now()
+				}
+				if time.Since(seen[c.Candidate]) < delay {
+					continue // CI takes its time
+				}
+				if _, _, err := e.sim.RunWorkflow(e.repo, c.Candidate, "ci", job(c, strings.Fields(string(out)))); err == nil {
+					done[c.Candidate] = true
+				}
+			}
+			select {
+			case <-t.Context().Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}
+
+// flakyOn is a job "test" that passes, except on a candidate holding
+// file, where it fails and its re-runs end as reruns say.
+func flakyOn(file string, reruns ...string) func(*events.MergeCandidate, []string) ghsim.JobInput {
+	return func(_ *events.MergeCandidate, files []string) ghsim.JobInput {
+		if slices.Contains(files, file) {
+			return ghsim.JobInput{Name: "test", Conclusion: "failure", Title: "1 test failed", Reruns: reruns}
+		}
+		return ghsim.JobInput{Name: "test", Conclusion: "success"}
+	}
+}
+
+func retryFailed(c *merger.Config) { c.RetryFailed = true }
+
+// TestSpeculative_AFlakyCandidateIsRerunAndMerges: b's candidate fails
+// once and passes on the re-run of its failed job (ghsim's script: fail,
+// then pass). Its failed jobs are re-run once instead of removing b,
+// PRMergeCandidate says so, b merges on the same candidate, and the pass
+// is counted as flaky.
+func TestSpeculative_AFlakyCandidateIsRerunAndMerges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "FLAKY.txt")
+	e.candidateWorkflows(0, flakyOn("FLAKY.txt", "success"))
+	e.start(config(speculative, retryFailed), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+
+	for _, pr := range prs {
+		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
+	}
+	assert.Zero(t, e.rec.Count(prs[1], events.TypeMergeFailed), "the flaky PR is not removed")
+	rerun := e.candidates(prs[1], events.CandidateRerun)
+	require.Len(t, rerun, 1, "one re-run, said once")
+	assert.Contains(t, rerun[0].Detail, "test")
+	assert.Equal(t, 1, e.sim.Reruns(), "GitHub was asked to re-run the failed jobs once")
+	built := e.candidates(prs[1], events.CandidateBuilt)
+	require.NotEmpty(t, built)
+	assert.Equal(t, built[len(built)-1].Tree, e.mergedTree(prs[1]), "merged on the candidate that was re-run")
+	assert.Equal(t, rerun[0].Candidate, built[len(built)-1].Candidate)
+	require.Eventually(t, func() bool { return e.metric("prloop_merge_candidate_reruns_total", "result", "flaky") == 1 }, waitFor, 10*time.Millisecond)
+	assert.Equal(t, 1.0, e.metric("prloop_merge_candidate_reruns_total", "result", "rerun"))
+	e.waitQueueEmpty()
+}
+
+// TestSpeculative_ACandidateFailingItsRerunLeaves: the re-run fails too:
+// b is removed as its failed candidate would have been, after exactly one
+// re-run, and nothing is counted as flaky.
+func TestSpeculative_ACandidateFailingItsRerunLeaves(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "BROKEN.txt")
+	e.candidateWorkflows(0, flakyOn("BROKEN.txt", "failure"))
+	e.start(config(speculative, retryFailed), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+
+	failed := e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor).Data.(*events.MergeFailed)
+	assert.Equal(t, events.ReasonChecksFailed, failed.Reason)
+	e.rec.Wait(t, prs[0], events.TypeMerged, waitFor)
+	assert.Equal(t, 1, e.sim.Reruns(), "re-run once, never twice")
+	assert.Len(t, e.candidates(prs[1], events.CandidateRerun), 1)
+	assert.Zero(t, e.metric("prloop_merge_candidate_reruns_total", "result", "flaky"))
+	e.waitQueueEmpty()
+}
+
+// TestSpeculative_WithoutRetryTheCulpritLeavesAtOnce: with
+// PRLOOP_QUEUE_RETRY_FAILED off, a failed candidate's PR leaves without
+// a re-run, as before.
+func TestSpeculative_WithoutRetryTheCulpritLeavesAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("a.txt", "FLAKY.txt")
+	e.candidateWorkflows(0, flakyOn("FLAKY.txt", "success"))
+	e.start(config(speculative), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+	e.rec.Wait(t, prs[1], events.TypeMergeFailed, waitFor)
+	assert.Zero(t, e.sim.Reruns())
+	assert.Empty(t, e.candidates(prs[1], events.CandidateRerun))
+}
+
+// TestSpeculative_QueuedPRsCarryAnETAOnceCIIsMeasured: the first PRs are
+// queued with the ETA unknown; once three candidates' CI times are
+// measured (from the push to the verdict, at least the CI's delay each),
+// a PR queued later carries a known estimate, and the base's record holds
+// the measurements.
+func TestSpeculative_QueuedPRsCarryAnETAOnceCIIsMeasured(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const ci = 300 * time.Millisecond
+	prs, heads := e.openPRs("a.txt", "b.txt", "c.txt", "d.txt")
+	e.candidateWorkflows(ci, flakyOn("none"))
+	e.start(config(speculative), "replica-1")
+	for i, pr := range prs[:3] {
+		e.approve(pr, heads[i], "1")
+	}
+	for _, pr := range prs[:3] {
+		q := e.rec.Wait(t, pr, events.TypeMergeQueued, waitFor).Data.(*events.MergeQueued)
+		require.NotNil(t, q.ETA, "the merger estimates")
+		assert.False(t, q.ETA.Known, "nothing measured yet")
+		assert.Equal(t, 4, q.ETA.Depth)
+		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
+	}
+	var ciTimes merger.CITimes
+	require.Eventually(t, func() bool {
+		v, err := e.kv.Get(t.Context(), "ci."+strings.Join([]string{e.repo.Owner, e.repo.Name, "main"}, "."))
+		return err == nil && json.Unmarshal(v.Value(), &ciTimes) == nil && len(ciTimes.Candidates) >= 3
+	}, waitFor, 10*time.Millisecond, "three candidates measured")
+	for _, s := range ciTimes.Candidates {
+		assert.GreaterOrEqual(t, s.Took, ci, "from the push to the verdict")
+	}
+
+	e.approve(prs[3], heads[3], "1")
+	q := e.rec.Wait(t, prs[3], events.TypeMergeQueued, waitFor).Data.(*events.MergeQueued)
+	require.NotNil(t, q.ETA)
+	assert.True(t, q.ETA.Known, "three measurements make an estimate: %+v", q.ETA)
+	assert.GreaterOrEqual(t, q.ETA.Measurements, 3)
+	assert.GreaterOrEqual(t, q.ETA.Seconds, ci.Seconds(), "one CI run at least")
+	assert.Equal(t, q.ETA.CIMedianSeconds, q.ETA.Seconds, "first in line: one batch")
+	e.rec.Wait(t, prs[3], events.TypeMerged, waitFor)
+}

@@ -1,0 +1,64 @@
+package merger
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/prloop/prloop/pkg/events"
+)
+
+// TestRetryFailed_OneMoreRunBeforeTheCulpritLeaves is the rule's table:
+// a failed candidate's Actions jobs are re-run once, the re-run is waited
+// for, and only its failure (or what no re-run can change) removes the PR.
+func TestRetryFailed_OneMoreRunBeforeTheCulpritLeaves(t *testing.T) {
+	t.Parallel()
+	now := stepT0.Add(time.Hour)
+	job := func(id int64) events.FailedCheck {
+		return events.FailedCheck{Name: "test", Kind: events.CheckKindRun, Conclusion: "failure", ID: id, Actions: true}
+	}
+	status := events.FailedCheck{Name: "ci/legacy", Kind: events.CheckKindStatus, Conclusion: "failure", ID: 9}
+	rerunAt := func(ago time.Duration, failed ...int64) Candidate {
+		return Candidate{SHA: "c", Rerun: &Rerun{At: now.Add(-ago), Failed: failed}}
+	}
+	tests := []struct {
+		name    string
+		c       Candidate
+		failed  []events.FailedCheck
+		enabled bool
+		want    retryVerdict
+	}{
+		{name: "first failure of Actions jobs: re-run them", c: Candidate{SHA: "c"}, failed: []events.FailedCheck{job(1), job(2)}, enabled: true, want: retryNow},
+		{name: "PRLOOP_QUEUE_RETRY_FAILED off: removed", c: Candidate{SHA: "c"}, failed: []events.FailedCheck{job(1)}, want: retryNone},
+		{name: "a commit status failed too: no re-run repeats it", c: Candidate{SHA: "c"}, failed: []events.FailedCheck{job(1), status}, enabled: true, want: retryNone},
+		{name: "a check run not made by Actions: removed", c: Candidate{SHA: "c"}, failed: []events.FailedCheck{{Name: "lint", Kind: events.CheckKindRun, ID: 5}}, enabled: true, want: retryNone},
+		{name: "re-run asked, the new attempt not reported: wait", c: rerunAt(time.Minute, 1, 2), failed: []events.FailedCheck{job(1)}, enabled: true, want: retryWait},
+		{name: "the re-run failed (a new check run): removed, never a second re-run", c: rerunAt(time.Minute, 1), failed: []events.FailedCheck{job(3)}, enabled: true, want: retryNone},
+		{name: "the re-run never reported within the checks timeout: removed", c: rerunAt(30*time.Minute, 1), failed: []events.FailedCheck{job(1)}, enabled: true, want: retryNone},
+		{name: "GitHub refused the re-run: removed", c: Candidate{SHA: "c", Rerun: &Rerun{At: now, Failed: []int64{1}, Refused: true}}, failed: []events.FailedCheck{job(1)}, enabled: true, want: retryNone},
+		{name: "recorded before a restart: not re-run twice", c: rerunAt(0, 1), failed: []events.FailedCheck{job(1)}, enabled: true, want: retryWait},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, retryFailed(tt.c, tt.failed, tt.enabled, now, 30*time.Minute))
+		})
+	}
+}
+
+// TestFlakyPassed_ARerunCandidateGreenIsCountedOnce: a re-run candidate
+// now green is flaky, once; one not re-run, refused, or new is not.
+func TestFlakyPassed_ARerunCandidateGreenIsCountedOnce(t *testing.T) {
+	t.Parallel()
+	chain := []Candidate{
+		{SHA: "plain"},
+		{SHA: "flaky", Rerun: &Rerun{}},
+		{SHA: "counted", Rerun: &Rerun{Passed: true}},
+		{SHA: "refused", Rerun: &Rerun{Refused: true}},
+		{SHA: "pending", Rerun: &Rerun{}},
+		{SHA: "new", Rerun: &Rerun{}},
+	}
+	G, P := Checks{State: ChecksGreen}, Checks{State: ChecksPending}
+	assert.Equal(t, []int{1}, flakyPassed(chain, []Checks{G, G, G, G, P, G}, 5))
+}
