@@ -76,6 +76,8 @@ func sampleOf(t events.Type, pr ghref.PR) events.Data {
 	case events.TypeAgentWaiting:
 		return &events.AgentWaiting{Base: b, State: events.AgentWaitStarted, Reason: events.AgentWaitDailyBudget, SpentUSD: 10, BudgetUSD: 10,
 			ResumeAt: time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)}
+	case events.TypeCommandReceived:
+		return &events.CommandReceived{Base: b, Command: events.CommandExplain, CommentID: 7, Author: "alice"}
 	}
 	panic("no sample for " + string(t))
 }

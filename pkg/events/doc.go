@@ -109,6 +109,7 @@
 //	| PRConflictResolveRequested | merger              | command: the agent resolves head_sha's conflict with the base | base, base_sha, detail, epoch, fix_cycle     |
 //	| PRChecksFailed        | poller                   | gating checks failed on head_sha (not prloop's own status)    | checks, round, fix_cycle, epoch, base, anchor, … |
 //	| PRAgentWaiting        | feedback                 | the agent's next run waits (the day's budget), or starts      | state, reason, spent_usd, budget_usd, resume_at, fix_cycle |
+//	| PRCommandReceived     | poller                   | command: a "/prloop <command>" comment by someone who may approve | command, args, comment_id, author, epoch |
 //
 // # Opening a pull request
 //
@@ -157,6 +158,17 @@
 // EventSHA(head), fix cycle, state, resume_at's date, the change
 // request's id): one of each per PR per wait. Only the views read it (the status line says "waiting: the
 // agents' daily budget ($X of $Y) is spent; resumes at 00:00 UTC").
+//
+// # Commands on the PR
+//
+// A comment whose first line is "/prloop <command>" by someone who may
+// approve the PR is a command (docs/commands.md). The poller takes each
+// once, recording its comment id in the PR's record with the event in the
+// outbox, and publishes PRCommandReceived, id ID(pr, PRCommandReceived,
+// comment id). The owner of the fact acts: the escalator on retry, the
+// merger on dequeue, queue and stop, the poller itself on stop, priority
+// and explain; fix is the poller's own PRFeedbackReceived, which the
+// feedback service runs under its attempt lease like any other.
 //
 // # Failing checks
 //

@@ -44,6 +44,7 @@ func samples(pr ghref.PR) []Data {
 		&ConflictResolveRequested{Base: b, BaseBranch: "main", BaseSHA: "ba5e", Detail: "conflicts in a.go", Epoch: 1},
 		&ChecksFailed{Base: b, Round: 1, Checks: []FailedCheck{{Name: "test", Kind: CheckKindRun, Conclusion: "failure", ID: 7, Actions: true}}},
 		&AgentWaiting{Base: b, State: AgentWaitStarted, Reason: AgentWaitDailyBudget, SpentUSD: 10.5, BudgetUSD: 10, ResumeAt: time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC), FixCycle: 1},
+		&CommandReceived{Base: b, Command: CommandRetry, CommentID: 42, Author: "alice", Epoch: 1},
 	}
 }
 

@@ -24,7 +24,7 @@ var publishedBy = map[string][]Type{
 	PublisherPoller: {
 		TypeReviewPending, TypeReviewInProgress, TypeFeedbackReceived, TypeReviewApproved,
 		TypeReviewTimeout, TypeClosed, TypeEscalationRequested, TypeEscalationResolved,
-		TypeChecksFailed,
+		TypeChecksFailed, TypeCommandReceived,
 	},
 	PublisherFeedback:  {TypeCreated, TypeFeedbackAddressed, TypeFeedbackSkipped, TypeEscalationRequested, TypeAgentWaiting},
 	PublisherMerger:    {TypeMergeQueued, TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeEscalationRequested, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested},

@@ -51,7 +51,7 @@ var Types = []Type{
 	TypeFeedbackAddressed, TypeFeedbackSkipped, TypeReviewApproved, TypeReviewTimeout, TypeMergeQueued,
 	TypeMergeWaiting, TypeMerged, TypeMergeFailed, TypeClosed, TypeEscalationRequested, TypeEscalated,
 	TypeEscalationResolved, TypeBranchUpdated, TypeMergeCandidate, TypeConflictResolveRequested,
-	TypeChecksFailed, TypeAgentWaiting,
+	TypeChecksFailed, TypeAgentWaiting, TypeCommandReceived,
 }
 
 // Status is a PR's review status as the poller computes it.
@@ -691,6 +691,8 @@ func newData(t Type) (Data, error) {
 		return &ChecksFailed{}, nil
 	case TypeAgentWaiting:
 		return &AgentWaiting{}, nil
+	case TypeCommandReceived:
+		return &CommandReceived{}, nil
 	}
 	return nil, fmt.Errorf("unknown event type %q", t)
 }

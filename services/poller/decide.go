@@ -290,12 +290,20 @@ func resumeAfterEscalation(next *state.PR, labels []string, updated, now time.Ti
 	if !next.EscalationLabelSeen || updated.Before(next.EscalationLabelSeenAt) {
 		return false
 	}
+	resumeEscalation(next, now)
+	return true
+}
+
+// resumeEscalation starts a new escalation epoch: the fix cycle at 0 and
+// the current status published anew. A human's removal of the label does
+// it (resumeAfterEscalation), and so does "/prloop retry" when there is no
+// label to remove (planCommands).
+func resumeEscalation(next *state.PR, now time.Time) {
 	next.Epoch++
 	next.Escalations, next.EscalationLabelSeen, next.EscalationLabelSeenAt = nil, false, time.Time{}
-	next.FixCycle, next.FeedbackHeadSHA, next.WorkflowFailedHead = 0, "", ""
+	next.FixCycle, next.FeedbackHeadSHA, next.WorkflowFailedHead, next.FixCommandHead = 0, "", "", ""
 	next.Checks = state.ChecksRecord{FlakyPasses: next.Checks.FlakyPasses} // the same failure is news again
 	next.Status, next.ReviewTimeoutSent, next.WatchedSince = "", false, now
-	return true
 }
 
 // timeout returns ReviewTimeout when it is due, and marks it sent. The

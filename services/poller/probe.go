@@ -306,6 +306,8 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		// A merged PR never opens again; a list read before the merge
 		// must not bring it back and publish its status a second time.
 		return nil
+	case cur.Stopped:
+		return nil // "/prloop stop": not watched until a watch request
 	case cur.Closed && is != nil:
 		// Seen open in a list after it was seen closed: a reopen, or a
 		// list older than the close. Only a fresh read of the PR tells.
@@ -373,7 +375,13 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	perms := j.perms
 	now := s.d.Now()
 	since := baseSince(cur, p.base, now)
-	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, BaseSince: since, Author: author, Addressed: cur.Addressed()}, j.review, perms.Authorized)
+	rhead := review.Head{SHA: head, Anchor: anchor, BaseSince: since, Author: author, Addressed: cur.Addressed()}
+	verdict := review.Evaluate(sig, rhead, j.review, perms.Authorized)
+	cmds := commandsOf(sig.Comments, rhead, j.review, perms.Authorized)
+	facts := commandFacts{Head: head, Now: now}
+	if len(cmds) > 0 {
+		facts.FixItems = fixItems(verdict, sig, rhead, j.review, perms.Authorized)
+	}
 	if err := perms.Err(); err != nil {
 		// Deciding without a reviewer's permission would flip the verdict
 		// (an approver not counted drops an approval): evaluate again on
@@ -414,16 +422,37 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 			log.Info("failing checks passed on the same head: a flaky failure", "head", ghref.EventSHA(head))
 		}
 	}()
-	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
-		if cur.Merged || (cur.Closed && is != nil) {
-			return Decision{Next: cur, Hold: true} // closed meanwhile: see above
+	var plan commandPlan // the commands of the decision that was stored
+	err = s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
+		plan = commandPlan{}
+		if cur.Merged || cur.Stopped || (cur.Closed && is != nil) {
+			return Decision{Next: cur, Hold: true} // closed or stopped meanwhile: see above
 		}
 		if cur.Closed { // reopened: resume as if watching began now
 			cur.Closed, cur.ClosedAt, cur.Merged = false, time.Time{}, false
 			cur.Status, cur.ReviewTimeoutSent, cur.WatchedSince = "", false, obs.Now
 		}
-		return decide(cur, obs, j.timing)
+		cp := planCommands(cur, cmds, facts)
+		o := obs
+		switch {
+		case cp.Fix != nil:
+			o.Verdict = withFix(o.Verdict, cp.Fix, cp.Fixer)
+		case cur.FixCommandHead == head && cur.FeedbackHeadSHA == head:
+			// The change request "/prloop fix" made stands until its fix ends.
+			o.Verdict = withFix(o.Verdict, o.Verdict.Feedback, o.Verdict.Actor)
+		}
+		dec := decide(cp.Next, o, j.timing)
+		if dec.Hold {
+			return dec
+		}
+		dec.Emits = append(cp.Emits, dec.Emits...)
+		plan = cp
+		return dec
 	})
+	if err == nil {
+		s.answerRefusals(ctx, pr, plan, log)
+	}
+	return err
 }
 
 // apply decides with compare-and-set and stores the decision together with
