@@ -197,7 +197,7 @@
 // agent_budget_exhausted (the PR's agent wall time, PRLOOP_AGENT_BUDGET, is spent),
 // review_workflow_failed, checks_failed, merge_conflict, not_mergeable,
 // and, on PRMergeFailed only (they need no human, so nothing escalates):
-// candidate_failed (see Failing checks),
+// candidate_failed (see Failing checks), dequeued (see Commands on the PR),
 // not_approved (a PRReviewApproved whose approval GitHub does not show; the
 // PR is not queued), approval_withdrawn (the approval of a queued PR no
 // longer stands; a fresh PRReviewApproved queues it again),

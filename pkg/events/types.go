@@ -126,6 +126,10 @@ const (
 	// feedback service hands them to the agent (bring the base in, then
 	// fix) instead of a human being asked.
 	ReasonCandidateFailed Reason = "candidate_failed"
+	// ReasonDequeued says someone who may approve the PR took it out of
+	// its queue with "/prloop dequeue" or "/prloop stop"; "/prloop queue"
+	// and a standing approval put it back.
+	ReasonDequeued Reason = "dequeued"
 )
 
 // Severity says how urgently a human is needed.

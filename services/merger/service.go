@@ -87,7 +87,7 @@ import (
 const Name = "merger"
 
 // Types are the event types the service consumes.
-var Types = []events.Type{events.TypeReviewApproved}
+var Types = []events.Type{events.TypeReviewApproved, events.TypeCommandReceived}
 
 // GitHub is the part of the GitHub client the merger uses.
 type GitHub interface {
@@ -217,6 +217,9 @@ func (s *Service) Run(ctx context.Context) error {
 // handle records a PRReviewApproved message as a pending approval, which
 // the worker queues (Enqueue): nothing here waits on GitHub.
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
+	if c, ok := m.Data.(*events.CommandReceived); ok {
+		return s.command(ctx, c)
+	}
 	d, ok := m.Data.(*events.ReviewApproved)
 	if !ok {
 		return nil
@@ -358,6 +361,12 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 	}
 	if a.PR.URL == "" {
 		a.PR.URL = p.GetHTMLURL()
+	}
+	if h, err := s.held(ctx, a.PR); err != nil {
+		return fmt.Errorf("queue %s: %w", a.PR, err)
+	} else if h.Held {
+		log.Info("held out of the merge queue by a command; not queued", "command", h.Command, "by", h.Author, "comment", h.CommentID)
+		return nil
 	}
 	e := Entry{
 		PR: a.PR, Base: v.BaseRef, Seq: a.Seq, ApprovedHead: a.Head, Head: a.Head,

@@ -144,6 +144,9 @@ func (p *commandPlan) take(c commandSeen, f commandFacts) string {
 		if next.Status != events.StatusApproved {
 			return "not approved: the PR enters the merge queue once it is approved"
 		}
+		// The approval is announced anew: the merger lets the PR in again
+		// once it has verified it on GitHub.
+		next.Status = ""
 	case review.CmdFix:
 		switch {
 		case next.FeedbackHeadSHA != "" && next.FeedbackHeadSHA == f.Head:

@@ -142,4 +142,3 @@ func TestPlanCommands_TakeRefuseIgnoreOnce(t *testing.T) {
 		})
 	}
 }
-
