@@ -258,6 +258,11 @@ func (s *Service) commandTaken(ctx context.Context, d *events.CommandReceived, l
 			return fmt.Errorf("add the priority label to %s for comment %d: %w", d.PR, d.CommentID, err)
 		}
 	}
+	if d.Command == events.CommandExplain {
+		if err := s.explainPR(ctx, cg, d); err != nil {
+			return err
+		}
+	}
 	if err := cg.CreateCommentReaction(ctx, d.PR, d.CommentID, "eyes"); err != nil {
 		// The command is taken either way; only the acknowledgement is lost.
 		log.Warn("reacting to a taken command failed", "comment", d.CommentID, "err", err)

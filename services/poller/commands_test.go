@@ -11,6 +11,7 @@ import (
 
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghref"
+	"github.com/prloop/prloop/pkg/prstatus"
 	"github.com/prloop/prloop/pkg/review"
 	"github.com/prloop/prloop/pkg/state"
 )
@@ -139,6 +140,45 @@ func TestPlanCommands_TakeRefuseIgnoreOnce(t *testing.T) {
 			again := planCommands(p.Next, tt.seen, commandFacts{Head: "h1", FixItems: tt.fix, Now: now})
 			assert.Empty(t, again.Emits, "a second look takes nothing")
 			assert.Empty(t, again.Replies, "a second look answers nothing")
+		})
+	}
+}
+
+func TestExplainBody_TheRowWithoutServerPaths(t *testing.T) {
+	t.Parallel()
+	pr := ghref.PR{Owner: "acme", Repo: "w", Number: 1}
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		row  prstatus.Row
+		ok   bool
+		want []string
+		not  []string
+	}{
+		{name: "no events yet", row: prstatus.Row{PR: pr}, want: []string{"no events about this PR yet"}},
+		{
+			name: "queued", ok: true,
+			row: prstatus.Row{
+				PR: pr, Head: "0123456789abcdef", Line: prstatus.Line{State: prstatus.Pending, Text: "1st in the queue | waiting"},
+				Position: 1, Base: "main", FixCycle: 2, Last: events.TypeMergeQueued, LastAt: now.Add(-time.Minute),
+			},
+			want: []string{"1st in the queue \\| waiting", "position 1 in main", "0123456", "PRMergeQueued, 1m0s ago", "| fix cycle | 2 |"},
+			not:  []string{"/home/", "worktree"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			body := explainBody(tt.row, tt.ok, "alice", 42, now)
+			assert.True(t, strings.HasPrefix(body, explainMarker), "prloop's own comment: never feedback, found again to edit")
+			assert.True(t, review.IsOwn(body))
+			assert.Contains(t, body, "@alice in comment 42")
+			for _, w := range tt.want {
+				assert.Contains(t, body, w)
+			}
+			for _, n := range tt.not {
+				assert.NotContains(t, body, n)
+			}
 		})
 	}
 }

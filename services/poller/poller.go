@@ -134,6 +134,8 @@ type Service struct {
 	search *searchWatch
 	// disc, when set, lists PRLOOP_REPOS's owner/* and * (discovery.go).
 	disc *discovery
+	// explain is the board "/prloop explain" reads (commands_explain.go).
+	explain boards
 
 	mu      sync.Mutex
 	repos   map[string]*repoWatch
