@@ -367,6 +367,12 @@ type FeedbackReceived struct {
 	// change request was published: the agent addresses both in one run
 	// (see PRChecksFailed).
 	FailedChecks []FailedCheck `json:"failed_checks,omitempty"`
+	// CommandID is the "/prloop fix" comment that made this change
+	// request (docs/commands.md), 0 when the reviewers' signals did: the
+	// feedback service checks it on GitHub and then gathers what the
+	// command asks for (review.FixItems), even where the protocols would
+	// not have asked.
+	CommandID int64 `json:"command_id,omitempty"`
 }
 
 // FeedbackAddressed says a fix was pushed; HeadSHA is the new head.

@@ -2,6 +2,7 @@ package review
 
 import (
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -103,4 +104,43 @@ func MayCommand(u User, head Head, pol Policy, authorized Authorizer) bool {
 // asking who is authorized: a human other than the PR's author and prloop.
 func eligible(u User, head Head, pol Policy) bool {
 	return u.Login != "" && !u.IsBot() && !strings.EqualFold(u.Login, head.Author) && !strings.EqualFold(u.Login, pol.Self)
+}
+
+// FixItems is what "/prloop fix" hands the agent: the verdict's change
+// requests and the findings it set aside, and the fresh conversation
+// comments of whoever may review that the protocols did not count (a
+// reviews-only setup, a 👀 hold), without commands, prloop's own comments
+// and what a fix already addressed. The poller asks with it and the
+// feedback service gathers with it: one rule.
+func FixItems(v Verdict, sig Signals, head Head, pol Policy, authorized Authorizer) []Item {
+	items := append(append([]Item(nil), v.Feedback...), v.Ignored...)
+	have := map[string]bool{}
+	for _, it := range items {
+		have[it.Key()] = true
+	}
+	for _, c := range sig.Comments {
+		key := ItemKey(KindComment, c.ID)
+		if have[key] || head.Addressed[key] || IsOwn(c.Body) || IsCommand(c.Body) ||
+			c.CreatedAt.Before(head.Anchor.Truncate(time.Second)) || !MayCommand(c.User, head, pol, authorized) {
+			continue
+		}
+		have[key] = true
+		items = append(items, Item{Kind: KindComment, ID: c.ID, Author: c.User.Login, Body: c.Body, CreatedAt: c.CreatedAt, URL: c.URL})
+	}
+	return Dedupe(items)
+}
+
+// FixCommanded reports whether comment id among sig's comments is a
+// "/prloop fix" by someone who may give commands on the PR at head: what
+// the feedback service checks on GitHub before it takes a change request
+// the command made (the event is a trigger, never an authority).
+func FixCommanded(sig Signals, id int64, head Head, pol Policy, authorized Authorizer) bool {
+	for _, c := range sig.Comments {
+		if c.ID != id {
+			continue
+		}
+		cmd, ok := ParseCommand(c.Body)
+		return ok && cmd.Name == CmdFix && MayCommand(c.User, head, pol, authorized)
+	}
+	return false
 }

@@ -116,3 +116,48 @@ func TestEvaluate_CommandIsNeverFeedback(t *testing.T) {
 		})
 	}
 }
+
+func TestFixItems_WhatTheProtocolsDidNotAskFor(t *testing.T) {
+	t.Parallel()
+	remark := comment(1, alice, "please document this", after)
+	tests := []struct {
+		name string
+		sig  Signals
+		head Head
+		pol  Policy
+		want []int64
+	}{
+		{name: "reviews only: a remark is no change request, but fix hands it over", sig: Signals{Comments: []Comment{remark}}, head: head, pol: reviewsOnly, want: []int64{1}},
+		{name: "emoji: the change request itself", sig: Signals{Comments: []Comment{remark}}, head: head, pol: emojiOnly, want: []int64{1}},
+		{name: "the command itself is not feedback", sig: Signals{Comments: []Comment{comment(2, alice, "/prloop fix", after)}}, head: head, pol: reviewsOnly},
+		{name: "someone who may not approve", sig: Signals{Comments: []Comment{comment(3, mallory, "do it", after)}}, head: head, pol: reviewsOnly},
+		{name: "older than the head", sig: Signals{Comments: []Comment{comment(4, alice, "old", before)}}, head: head, pol: reviewsOnly},
+		{name: "prloop's own", sig: Signals{Comments: []Comment{comment(5, alice, OwnMarker+"x -->", after)}}, head: head, pol: reviewsOnly},
+		{
+			name: "already addressed", sig: Signals{Comments: []Comment{remark}}, pol: reviewsOnly,
+			head: Head{SHA: "head", Anchor: t0, Author: "agent", Addressed: map[string]bool{ItemKey(KindComment, 1): true}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			v := Evaluate(tt.sig, tt.head, tt.pol, writers)
+			var ids []int64
+			for _, it := range FixItems(v, tt.sig, tt.head, tt.pol, writers) {
+				ids = append(ids, it.ID)
+			}
+			assert.Equal(t, tt.want, ids)
+		})
+	}
+}
+
+func TestFixCommanded_ChecksTheCommentOnGitHub(t *testing.T) {
+	t.Parallel()
+	sig := Signals{Comments: []Comment{
+		comment(1, alice, "/prloop fix", after), comment(2, mallory, "/prloop fix", after), comment(3, alice, "/prloop stop", after),
+	}}
+	assert.True(t, FixCommanded(sig, 1, head, reviewsOnly, writers))
+	assert.False(t, FixCommanded(sig, 2, head, reviewsOnly, writers), "not someone who may approve")
+	assert.False(t, FixCommanded(sig, 3, head, reviewsOnly, writers), "another command")
+	assert.False(t, FixCommanded(sig, 4, head, reviewsOnly, writers), "no such comment (a forged event)")
+}

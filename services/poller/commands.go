@@ -70,8 +70,9 @@ type commandPlan struct {
 	Emits []Emit
 	// Fix, when set, is the change request "/prloop fix" asks for now,
 	// with Fixer who asked.
-	Fix   []review.Item
-	Fixer string
+	Fix        []review.Item
+	Fixer      string
+	FixComment int64
 	// Replies are the refusals to post; Ignored the strangers' lines,
 	// only logged.
 	Replies []commandReply
@@ -156,7 +157,7 @@ func (p *commandPlan) take(c commandSeen, f commandFacts) string {
 		case len(f.FixItems) == 0:
 			return "nothing to fix: no comments on the current head"
 		}
-		p.Fix, p.Fixer = f.FixItems, c.Author
+		p.Fix, p.Fixer, p.FixComment = f.FixItems, c.Author, c.ID
 		next.FixCommandHead = f.Head
 		next.Status = "" // the change request is published, whatever was before
 	case review.CmdStop:
@@ -186,29 +187,6 @@ func clipWord(s string) string {
 func withFix(v review.Verdict, items []review.Item, who string) review.Verdict {
 	v.Status, v.Actor, v.Feedback = events.StatusChangesRequested, who, items
 	return v
-}
-
-// fixItems is what "/prloop fix" hands the agent: the verdict's change
-// requests and set-aside findings, and the fresh conversation comments of
-// whoever may review that the protocols did not count (a reviews-only
-// setup, a 👀 hold), without commands, prloop's own comments and what a
-// fix already addressed.
-func fixItems(v review.Verdict, sig review.Signals, head review.Head, pol review.Policy, authorized review.Authorizer) []review.Item {
-	items := append(append([]review.Item(nil), v.Feedback...), v.Ignored...)
-	have := map[string]bool{}
-	for _, it := range items {
-		have[it.Key()] = true
-	}
-	for _, c := range sig.Comments {
-		key := review.ItemKey(review.KindComment, c.ID)
-		if have[key] || head.Addressed[key] || review.IsOwn(c.Body) || review.IsCommand(c.Body) ||
-			c.CreatedAt.Before(head.Anchor.Truncate(time.Second)) || !review.MayCommand(c.User, head, pol, authorized) {
-			continue
-		}
-		have[key] = true
-		items = append(items, review.Item{Kind: review.KindComment, ID: c.ID, Author: c.User.Login, Body: c.Body, CreatedAt: c.CreatedAt, URL: c.URL})
-	}
-	return review.Dedupe(items)
 }
 
 // CommandGitHub is the part of the GitHub client the poller answers

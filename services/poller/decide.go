@@ -52,6 +52,9 @@ type Observation struct {
 	// it (nil: the operator's); the review statuses carry it to the
 	// status line.
 	MaxFixCycles *int
+	// FixCommand is the "/prloop fix" comment that makes the verdict's
+	// change request (commands.go), 0 for the reviewers' own.
+	FixCommand int64
 }
 
 // Timing holds the policy knobs decide needs.
@@ -197,7 +200,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 				CommentIDs: v.CommentIDs(), ReviewIDs: v.ReviewIDs(), Reviewers: authors(v.Feedback),
 				Epoch: next.Epoch, Worktree: next.Worktree, ContextPath: next.ContextPath,
 				Anchor: next.HeadAnchor, AddressedItems: slices.Clone(next.AddressedItems),
-				IgnoredFindings: ignoredFindings(v.Ignored),
+				IgnoredFindings: ignoredFindings(v.Ignored), CommandID: obs.FixCommand,
 			}, Parts: parts})
 			next.FeedbackHeadSHA = next.HeadSHA
 			next.AskedItems = nil

@@ -380,7 +380,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	cmds := commandsOf(sig.Comments, rhead, j.review, perms.Authorized)
 	facts := commandFacts{Head: head, Now: now}
 	if len(cmds) > 0 {
-		facts.FixItems = fixItems(verdict, sig, rhead, j.review, perms.Authorized)
+		facts.FixItems = review.FixItems(verdict, sig, rhead, j.review, perms.Authorized)
 	}
 	if err := perms.Err(); err != nil {
 		// Deciding without a reviewer's permission would flip the verdict
@@ -436,7 +436,7 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 		o := obs
 		switch {
 		case cp.Fix != nil:
-			o.Verdict = withFix(o.Verdict, cp.Fix, cp.Fixer)
+			o.Verdict, o.FixCommand = withFix(o.Verdict, cp.Fix, cp.Fixer), cp.FixComment
 		case cur.FixCommandHead == head && cur.FeedbackHeadSHA == head:
 			// The change request "/prloop fix" made stands until its fix ends.
 			o.Verdict = withFix(o.Verdict, o.Verdict.Feedback, o.Verdict.Actor)
