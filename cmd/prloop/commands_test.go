@@ -113,21 +113,29 @@ git -c user.name=agent -c user.email=agent@example.com commit -qam "Address the 
 		refused := comment(fixPR, "carol", "/prloop priority")
 		ignored := comment(fixPR, "mallory", "/prloop priority")
 		unknown := comment(fixPR, ghsim.DemoReviewer, "/prloop deploy")
-		require.Eventually(t, func() bool { return len(reactions(fixPR, refused)) > 0 && len(reactions(fixPR, unknown)) > 0 }, time.Minute, 20*time.Millisecond,
-			"never refused:\n%s", log.lines(fixPR))
+		replies := func() []string {
+			cs, err := sim.IssueComments(fixPR)
+			require.NoError(t, err)
+			var out []string
+			for _, c := range cs {
+				if strings.HasPrefix(c.Body, review.OwnMarker+"command") {
+					out = append(out, c.Body)
+				}
+			}
+			return out
+		}
+		require.Eventually(t, func() bool {
+			return len(reactions(fixPR, refused)) > 0 && len(reactions(fixPR, unknown)) > 0 && len(replies()) >= 2
+		}, time.Minute, 20*time.Millisecond, "never refused:\n%s", log.lines(fixPR))
+		// Time for anything more to be posted, were it to be.
+		probes := sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"]
+		require.Eventually(t, func() bool { return sim.Stats().ByRoute["GET /repos/{owner}/{repo}/pulls"] >= probes+3 }, time.Minute, 20*time.Millisecond)
 		assert.Equal(t, []string{ghsim.DemoPrloop + ":confused"}, reactions(fixPR, refused))
 		assert.Equal(t, []string{ghsim.DemoPrloop + ":confused"}, reactions(fixPR, unknown))
-		cs, err := sim.IssueComments(fixPR)
-		require.NoError(t, err)
-		var replies []string
-		for _, c := range cs {
-			if strings.HasPrefix(c.Body, review.OwnMarker+"command") {
-				replies = append(replies, c.Body)
-			}
-		}
-		require.Len(t, replies, 2, "one reply per refusal, none to the stranger: %q", replies)
-		assert.Contains(t, replies[0], "@carol")
-		assert.Contains(t, replies[1], `unknown command "deploy"`)
+		got := replies()
+		require.Len(t, got, 2, "one reply per refusal, none to the stranger: %q", got)
+		assert.Contains(t, got[0], "@carol")
+		assert.Contains(t, got[1], `unknown command "deploy"`)
 		assert.Empty(t, reactions(fixPR, ignored), "a stranger is not answered")
 		assert.False(t, taken(fixPR, refused) || taken(fixPR, ignored) || taken(fixPR, unknown))
 		info, err := sim.PRInfo(fixPR)
