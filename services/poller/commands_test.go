@@ -182,3 +182,24 @@ func TestExplainBody_TheRowWithoutServerPaths(t *testing.T) {
 		})
 	}
 }
+
+func TestTimeout_NeverForAStoppedPR(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	tm := Timing{ReviewTimeout: time.Hour}
+	tests := []struct {
+		name    string
+		stopped bool
+		want    int
+	}{
+		{name: "watched: the review timeout is due", want: 1},
+		{name: "stopped by /prloop stop: nothing is due", stopped: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rec := state.PR{PR: ghref.PR{Owner: "acme", Repo: "w", Number: 1}, Status: events.StatusPending, WatchedSince: now.Add(-2 * time.Hour), Stopped: tt.stopped}
+			assert.Len(t, timeout(&rec, now, tm), tt.want)
+		})
+	}
+}

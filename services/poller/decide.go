@@ -312,7 +312,7 @@ func resumeEscalation(next *state.PR, now time.Time) {
 // timeout returns ReviewTimeout when it is due, and marks it sent. The
 // poller calls it on every tick for every watched PR, without fetching.
 func timeout(next *state.PR, now time.Time, tm Timing) []Emit {
-	if tm.ReviewTimeout <= 0 || next.ReviewTimeoutSent || next.Closed || next.Status == events.StatusApproved || next.WatchedSince.IsZero() {
+	if tm.ReviewTimeout <= 0 || next.ReviewTimeoutSent || next.Closed || next.Stopped || next.Status == events.StatusApproved || next.WatchedSince.IsZero() {
 		return nil
 	}
 	waited := now.Sub(next.WatchedSince)

@@ -492,6 +492,9 @@ func (s *Service) apply(ctx context.Context, rw *repoWatch, pr ghref.PR, log *sl
 	if err == nil && stored.Closed {
 		s.forget(rw, pr.Number, stored.ClosedAt)
 	}
+	if err == nil && stored.Stopped {
+		s.forget(rw, pr.Number, time.Time{}) // "/prloop stop": its memo must not time out
+	}
 	return err
 }
 
