@@ -2,6 +2,7 @@ package poller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -231,6 +232,17 @@ func (s *Service) commandTaken(ctx context.Context, d *events.CommandReceived, l
 	if !ok {
 		return nil
 	}
+	err := s.answerTaken(ctx, cg, d, log)
+	if errors.Is(err, github.ErrNotFound) {
+		// The PR or the comment is gone: nothing left to answer.
+		log.Warn("cannot answer a /prloop command: not found on GitHub", "command", d.Command, "comment", d.CommentID, "err", err)
+		return nil
+	}
+	return err
+}
+
+// answerTaken is commandTaken's GitHub part.
+func (s *Service) answerTaken(ctx context.Context, cg CommandGitHub, d *events.CommandReceived, log *slog.Logger) error {
 	if d.Command == events.CommandPriority && s.cfg.PriorityLabel != "" {
 		if _, err := cg.AddLabels(ctx, d.PR, s.cfg.PriorityLabel); err != nil {
 			return fmt.Errorf("add the priority label to %s for comment %d: %w", d.PR, d.CommentID, err)
