@@ -86,6 +86,8 @@ func describe(d events.Data) string {
 		return fmt.Sprintf("merge failed: %s %s", d.Reason, d.Detail)
 	case *events.Closed:
 		return "closed" + when(d.Merged, " (merged outside prloop)")
+	case *events.CommandReceived:
+		return fmt.Sprintf("/prloop %s by %s (comment %d)", events.CleanTitle(d.Command), events.CleanTitle(d.Author), d.CommentID)
 	case *events.EscalationRequested:
 		return fmt.Sprintf("escalation requested: %s (%s)", d.Reason, d.Severity) + agentText(d.Agent)
 	case *events.Escalated:

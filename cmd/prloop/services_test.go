@@ -85,6 +85,8 @@ func sampleOf(t events.Type, pr ghref.PR) events.Data {
 	case events.TypeQueueUnfrozen:
 		b.PR.Number = events.RepoNumber
 		return &events.QueueUnfrozen{Base: b, BaseBranch: "main"}
+	case events.TypeCommandReceived:
+		return &events.CommandReceived{Base: b, Command: events.CommandExplain, CommentID: 7, Author: "alice"}
 	}
 	panic("no sample for " + string(t))
 }

@@ -116,6 +116,7 @@
 //	| PRQueueFreezeRequested     | cli                      | command (`prloop queue freeze`/`unfreeze`): freeze or unfreeze a base's merge queue; about the repository (#0) |
 //	| PRQueueFrozen              | merger                   | nothing merges on the base until it is unfrozen (or until `until`); approvals still queue, CI still runs |
 //	| PRQueueUnfrozen            | merger                   | the base's freeze is over: lifted, or its `until` passed |
+//	| PRCommandReceived          | poller                   | command: a "/prloop <command>" comment by someone who may approve, taken once per comment |
 //
 // # Opening a pull request
 //
@@ -180,6 +181,17 @@
 // request's id): one of each per PR per wait. Only the views read it (the status line says "waiting: the
 // agents' daily budget ($X of $Y) is spent; resumes at 00:00 UTC").
 //
+// # Commands on the PR
+//
+// A comment whose first line is "/prloop <command>" by someone who may
+// approve the PR is a command (docs/commands.md). The poller takes each
+// once, recording its comment id in the PR's record with the event in the
+// outbox, and publishes PRCommandReceived, id ID(pr, PRCommandReceived,
+// comment id). The owner of the fact acts: the escalator on retry, the
+// merger on dequeue, queue and stop, the poller itself on stop, priority
+// and explain; fix is the poller's own PRFeedbackReceived, which the
+// feedback service runs under its attempt lease like any other.
+//
 // # Failing checks
 //
 // The poller reads the checks of a watched PR's head and publishes
@@ -207,7 +219,7 @@
 // agent_budget_exhausted (the PR's agent wall time, PRLOOP_AGENT_BUDGET, is spent),
 // review_workflow_failed, checks_failed, merge_conflict, not_mergeable,
 // and, on PRMergeFailed only (they need no human, so nothing escalates):
-// candidate_failed (see Failing checks),
+// candidate_failed (see Failing checks), dequeued (see Commands on the PR),
 // not_approved (a PRReviewApproved whose approval GitHub does not show; the
 // PR is not queued), approval_withdrawn (the approval of a queued PR no
 // longer stands; a fresh PRReviewApproved queues it again),

@@ -47,6 +47,7 @@ func samples(pr ghref.PR) []Data {
 		&QueueFreezeRequested{Base: repo, BaseBranch: "main", Reason: "release 2.0", Until: time.Date(2026, 11, 28, 18, 0, 0, 0, time.UTC), Actor: "ops"},
 		&QueueFrozen{Base: repo, BaseBranch: "main", Reason: "release 2.0", Actor: "ops"},
 		&QueueUnfrozen{Base: repo, BaseBranch: "main", Detail: "lifted", Actor: "ops"},
+		&CommandReceived{Base: b, Command: CommandRetry, CommentID: 42, Author: "alice", Epoch: 1},
 	}
 }
 

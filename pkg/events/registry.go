@@ -42,6 +42,7 @@ var registry = []registered{
 	{"PRQueueFreezeRequested", QueueFreezeRequested{}, by(PublisherCLI), "command (`prloop queue freeze`/`unfreeze`): freeze or unfreeze a base's merge queue; about the repository (#0)"},
 	{"PRQueueFrozen", QueueFrozen{}, by(PublisherMerger), "nothing merges on the base until it is unfrozen (or until `until`); approvals still queue, CI still runs"},
 	{"PRQueueUnfrozen", QueueUnfrozen{}, by(PublisherMerger), "the base's freeze is over: lifted, or its `until` passed"},
+	{"PRCommandReceived", CommandReceived{}, by(PublisherPoller), `command: a "/prloop <command>" comment by someone who may approve, taken once per comment`},
 }
 
 // registered is one row of the registry.

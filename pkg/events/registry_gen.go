@@ -56,6 +56,8 @@ const (
 	TypeQueueFrozen Type = "PRQueueFrozen"
 	// TypeQueueUnfrozen is PRQueueUnfrozen: the base's freeze is over: lifted, or its `until` passed.
 	TypeQueueUnfrozen Type = "PRQueueUnfrozen"
+	// TypeCommandReceived is PRCommandReceived: command: a "/prloop <command>" comment by someone who may approve, taken once per comment.
+	TypeCommandReceived Type = "PRCommandReceived"
 )
 
 // EventType is TypeCreateRequested.
@@ -135,3 +137,6 @@ func (QueueFrozen) EventType() Type { return TypeQueueFrozen }
 
 // EventType is TypeQueueUnfrozen.
 func (QueueUnfrozen) EventType() Type { return TypeQueueUnfrozen }
+
+// EventType is TypeCommandReceived.
+func (CommandReceived) EventType() Type { return TypeCommandReceived }

@@ -85,6 +85,10 @@ const (
 	// feedback service hands them to the agent (bring the base in, then
 	// fix) instead of a human being asked.
 	ReasonCandidateFailed Reason = "candidate_failed"
+	// ReasonDequeued says someone who may approve the PR took it out of
+	// its queue with "/prloop dequeue" or "/prloop stop"; "/prloop queue"
+	// and a standing approval put it back.
+	ReasonDequeued Reason = "dequeued"
 )
 
 // Severity says how urgently a human is needed.
@@ -322,6 +326,12 @@ type FeedbackReceived struct {
 	// change request was published: the agent addresses both in one run
 	// (see PRChecksFailed).
 	FailedChecks []FailedCheck `json:"failed_checks,omitempty"`
+	// CommandID is the "/prloop fix" comment that made this change
+	// request (docs/commands.md), 0 when the reviewers' signals did: the
+	// feedback service checks it on GitHub and then gathers what the
+	// command asks for (review.FixItems), even where the protocols would
+	// not have asked.
+	CommandID int64 `json:"command_id,omitempty"`
 }
 
 // FeedbackAddressed says a fix was pushed; HeadSHA is the new head.

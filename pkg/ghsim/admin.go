@@ -728,6 +728,10 @@ type CommentSnapshot struct {
 	Author  string
 	Body    string
 	Created time.Time
+	// Updated moves when the comment is edited; Reactions are the
+	// comment's own, as "login:content".
+	Updated   time.Time
+	Reactions []string
 }
 
 // IssueComments returns the PR's issue comments, oldest first: what a
@@ -742,7 +746,11 @@ func (s *Sim) IssueComments(ref ghref.PR) ([]CommentSnapshot, error) {
 	defer rp.mu.Unlock()
 	out := make([]CommentSnapshot, 0, len(p.comments))
 	for _, c := range p.comments {
-		out = append(out, CommentSnapshot{ID: c.id, Author: c.user.login, Body: c.body, Created: c.created})
+		cs := CommentSnapshot{ID: c.id, Author: c.user.login, Body: c.body, Created: c.created, Updated: c.updated}
+		for _, r := range c.reactions {
+			cs.Reactions = append(cs.Reactions, r.user.login+":"+r.content)
+		}
+		out = append(out, cs)
 	}
 	return out, nil
 }

@@ -68,6 +68,7 @@ func (s *Sim) routes() {
 	s.handle("DELETE "+r+"/git/refs/{ref...}", s.deleteRef)
 	s.handle("GET "+r+"/contents/{path...}", s.getContents)
 	s.handle("GET /orgs/{org}/teams/{team_slug}/memberships/{username}", s.teamMembership)
+	s.commentRoutes()
 	s.appRoutes()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.serve(w, r, "NOT_FOUND", func(*reqCtx) *result { return notFound() })

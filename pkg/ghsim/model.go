@@ -95,6 +95,8 @@ type issueComment struct {
 	created time.Time
 	updated time.Time
 	pr      *pr
+	// reactions are the comment's own (comments.go), not the PR's.
+	reactions []*reaction
 }
 
 type reviewComment struct {

@@ -368,7 +368,7 @@ func issueCommentWire(rp *repo, c *issueComment, base string) jIssueComment {
 		URL: ru + "/issues/comments/" + id, HTMLURL: rp.htmlURL(base) + "/pull/" + n + "#issuecomment-" + id,
 		IssueURL: ru + "/issues/" + n, ID: c.id, NodeID: nodeID("012:IssueComment", c.id), User: c.user.json(base),
 		CreatedAt: ts(c.created), UpdatedAt: ts(c.updated), AuthorAssociation: rp.association(c.user), Body: c.body,
-		Reactions: rollup(nil, ru+"/issues/comments/"+id+"/reactions"),
+		Reactions: rollup(c.reactions, ru+"/issues/comments/"+id+"/reactions"),
 	}
 }
 

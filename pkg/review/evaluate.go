@@ -90,7 +90,7 @@ type evaluator struct {
 
 // human reports whether u is an authorized human reviewer.
 func (e *evaluator) human(u User) bool {
-	if u.Login == "" || u.IsBot() || strings.EqualFold(u.Login, e.head.Author) || strings.EqualFold(u.Login, e.pol.Self) {
+	if !eligible(u, e.head, e.pol) {
 		return false
 	}
 	key := strings.ToLower(u.Login)
@@ -144,7 +144,8 @@ func (e *evaluator) emoji() []signal {
 		}
 	}
 	for _, c := range e.sig.Comments {
-		if e.human(c.User) && !IsOwn(c.Body) && e.fresh(c.CreatedAt) && !e.addressed(KindComment, c.ID) {
+		// A "/prloop" command talks to prloop: it never asks for changes.
+		if e.human(c.User) && !IsOwn(c.Body) && !IsCommand(c.Body) && e.fresh(c.CreatedAt) && !e.addressed(KindComment, c.ID) {
 			it := Item{Kind: KindComment, ID: c.ID, Author: c.User.Login, Body: c.Body, CreatedAt: c.CreatedAt, URL: c.URL}
 			out = append(out, signal{login: c.User.Login, at: c.CreatedAt, stance: stanceRequest, items: []Item{it}})
 		}

@@ -37,7 +37,7 @@ func Gather(ctx context.Context, src Source, pr ghref.PR, since time.Time) (Sign
 		return sig, fmt.Errorf("gather signals of %s: %w", pr, err)
 	}
 	for _, c := range comments {
-		sig.Comments = append(sig.Comments, Comment{ID: c.GetID(), User: user(c.User), Body: c.GetBody(), CreatedAt: c.GetCreatedAt().Time, URL: c.GetHTMLURL()})
+		sig.Comments = append(sig.Comments, Comment{ID: c.GetID(), User: user(c.User), Body: c.GetBody(), CreatedAt: c.GetCreatedAt().Time, URL: c.GetHTMLURL(), Association: c.GetAuthorAssociation()})
 	}
 	reviews, err := src.ListReviews(ctx, pr)
 	if err != nil {

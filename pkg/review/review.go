@@ -80,6 +80,21 @@ type Comment struct {
 	Body      string
 	CreatedAt time.Time
 	URL       string
+	// Association is GitHub's author_association of the comment (OWNER,
+	// MEMBER, COLLABORATOR, CONTRIBUTOR, NONE …): whether its author is a
+	// collaborator, for answering a command (Collaborator).
+	Association string
+}
+
+// Collaborator reports whether the comment's author belongs to the
+// repository (owner, organisation member or collaborator) by GitHub's
+// author_association: whom prloop answers when it refuses a command.
+func (c Comment) Collaborator() bool {
+	switch c.Association {
+	case "OWNER", "MEMBER", "COLLABORATOR":
+		return true
+	}
+	return false
 }
 
 // Review is a native GitHub review.

@@ -152,6 +152,17 @@ type PR struct {
 	// Escalations maps reason codes to when the escalation was done in the
 	// current Epoch; the resume clears it.
 	Escalations map[events.Reason]time.Time `json:"escalations,omitempty"`
+	// Commands are the "/prloop" comments the poller handled (taken,
+	// refused or ignored), so that each is handled once whatever restarts
+	// and replicas (services/poller/commands.go).
+	Commands CommandsRecord `json:"commands,omitzero"`
+	// Stopped is set by "/prloop stop": the poller no longer evaluates the
+	// PR, across restarts, until a watch request starts it again.
+	Stopped bool `json:"stopped,omitempty"`
+	// FixCommandHead is the head a "/prloop fix" asked the agent to fix:
+	// the change request stands on it until the fix ends, whatever the
+	// reviewers' verdict says meanwhile.
+	FixCommandHead string `json:"fix_command_head,omitempty"`
 	// LastEventID, LastEventType and LastEventAt describe the last event
 	// prloop published about the PR.
 	LastEventID   string      `json:"last_event_id,omitempty"`
@@ -162,6 +173,35 @@ type PR struct {
 	Outbox []cloudevents.Event `json:"outbox,omitempty"`
 	// UpdatedAt is when this record last changed.
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// MaxCommandsKept bounds CommandsRecord.Handled: older ids are folded into
+// its Floor.
+const MaxCommandsKept = 64
+
+// CommandsRecord is which command comments the poller handled: every id in
+// Handled, and every id at or below Floor (GitHub's comment ids grow).
+type CommandsRecord struct {
+	Handled []int64 `json:"handled,omitempty"`
+	Floor   int64   `json:"floor,omitempty"`
+}
+
+// Has reports whether the comment id was handled.
+func (c CommandsRecord) Has(id int64) bool {
+	return id <= c.Floor || slices.Contains(c.Handled, id)
+}
+
+// Add records id as handled, folding the oldest ids into Floor beyond
+// MaxCommandsKept.
+func (c *CommandsRecord) Add(id int64) {
+	if c.Has(id) {
+		return
+	}
+	c.Handled = append(slices.Clone(c.Handled), id)
+	slices.Sort(c.Handled)
+	for len(c.Handled) > MaxCommandsKept {
+		c.Floor, c.Handled = max(c.Floor, c.Handled[0]), c.Handled[1:]
+	}
 }
 
 // MaxAddressedItems bounds AddressedItems: the oldest are forgotten first,

@@ -67,6 +67,7 @@ const Name = "escalator"
 // keeps its records of a PR current.
 var Types = []events.Type{
 	events.TypeReviewTimeout, events.TypeEscalationRequested, events.TypeEscalationResolved, events.TypeClosed, events.TypeMerged,
+	events.TypeCommandReceived,
 }
 
 // ClaimBucket is the escalator's KV bucket: its claims (leases) and its
@@ -186,6 +187,11 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	switch d := m.Data.(type) {
 	case *events.EscalationResolved:
 		return s.resolved(ctx, d.PR, d.Epoch)
+	case *events.CommandReceived:
+		if d.Command == events.CommandRetry {
+			return s.retry(ctx, d)
+		}
+		return nil
 	case *events.Closed:
 		return s.forget(ctx, d.PR)
 	case *events.Merged:

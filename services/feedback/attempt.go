@@ -542,7 +542,15 @@ func (a *attempt) prompt(ctx context.Context) (string, error) {
 		return "", err
 	}
 	pol, perms := eff.Review(ctx, a.policy, a.auth, pr.RepoRef(), a.log)
-	v := review.Evaluate(sig, review.Head{SHA: head, Anchor: at, Author: a.pull.GetUser().GetLogin(), Addressed: addressed}, pol, perms.Authorized)
+	rhead := review.Head{SHA: head, Anchor: at, Author: a.pull.GetUser().GetLogin(), Addressed: addressed}
+	v := review.Evaluate(sig, rhead, pol, perms.Authorized)
+	if req.Command != 0 && review.FixCommanded(sig, req.Command, rhead, pol, perms.Authorized) {
+		// "/prloop fix": what the command asks for, whatever the
+		// protocols say of the status (docs/commands.md).
+		if items := review.FixItems(v, sig, rhead, pol, perms.Authorized); len(items) > 0 {
+			v.Status, v.Feedback, v.Ignored = events.StatusChangesRequested, items, nil
+		}
+	}
 	if err := perms.Err(); err != nil {
 		// Without every reviewer's permission the feedback is not known:
 		// try again later rather than skip or address part of it.

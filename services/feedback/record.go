@@ -102,6 +102,9 @@ type Request struct {
 	// FailedChecks are the failing checks the prompt quotes: a
 	// PRChecksFailed's, or those a PRFeedbackReceived carried.
 	FailedChecks []events.FailedCheck
+	// Command is the "/prloop fix" comment that made the change request
+	// (events.FeedbackReceived.CommandID), 0 for none.
+	Command int64
 }
 
 // requestOf reads a change request from its event.
@@ -109,7 +112,7 @@ func requestOf(d *events.FeedbackReceived, eventID string) Request {
 	return Request{
 		PR: d.PR, HeadSHA: d.HeadSHA, FixCycle: d.FixCycle, EventID: eventID, Epoch: d.Epoch,
 		Worktree: d.Worktree, ContextPath: d.ContextPath, Anchor: d.Anchor, Addressed: d.AddressedItems,
-		FailedChecks: d.FailedChecks,
+		FailedChecks: d.FailedChecks, Command: d.CommandID,
 	}
 }
 

@@ -87,7 +87,7 @@ import (
 const Name = "merger"
 
 // Types are the event types the service consumes.
-var Types = []events.Type{events.TypeReviewApproved, events.TypeQueueFreezeRequested}
+var Types = []events.Type{events.TypeReviewApproved, events.TypeQueueFreezeRequested, events.TypeCommandReceived}
 
 // GitHub is the part of the GitHub client the merger uses.
 type GitHub interface {
@@ -218,10 +218,15 @@ func (s *Service) Run(ctx context.Context) error {
 
 // handle records a PRReviewApproved message as a pending approval, which
 // the worker queues (Enqueue): nothing here waits on GitHub. A
-// PRQueueFreezeRequested freezes or unfreezes a queue (freeze.go).
+// PRQueueFreezeRequested freezes or unfreezes a queue (freeze.go), and a
+// PRCommandReceived holds a PR out of the queue or lets it back in
+// (command.go).
 func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 	if f, ok := m.Data.(*events.QueueFreezeRequested); ok {
 		return s.handleFreeze(ctx, m, f)
+	}
+	if c, ok := m.Data.(*events.CommandReceived); ok {
+		return s.command(ctx, c)
 	}
 	d, ok := m.Data.(*events.ReviewApproved)
 	if !ok {
@@ -363,6 +368,13 @@ func (s *Service) Enqueue(ctx context.Context, a Approval) error {
 				a.PR.URL = p.GetHTMLURL()
 			}
 		}
+	}
+	if h, err := s.held(ctx, a.PR); err != nil {
+		return fmt.Errorf("queue %s: %w", a.PR, err)
+	} else if h.Held {
+		// "/prloop dequeue" or "stop" holds it out until "/prloop queue".
+		log.Info("held out of the merge queue by a command; not queued", "command", h.Command, "by", h.Author, "comment", h.CommentID)
+		return nil
 	}
 	var cur stored
 	d := admit(a, v, s.cfg.policy())

@@ -63,6 +63,9 @@ type Config struct {
 	// human; when a human removes it, the poller resets the fix cycle and
 	// resumes the loop.
 	EscalationLabel string `envconfig:"PRLOOP_ESCALATION_LABEL" default:"human-review-required" desc:"the label that hands a PR to a human (1 to 50 characters, no commas); while it is on, prloop runs no agent for the PR; removing it resumes the loop"`
+	// PriorityLabel is the label that puts a PR ahead in its merge queue;
+	// "/prloop priority" puts it on (docs/commands.md).
+	PriorityLabel string `envconfig:"PRLOOP_PRIORITY_LABEL" default:"prloop:priority" desc:"the label that puts a queued PR ahead of every PR without it (docs/queue.md); .github/prloop.yml's merge.priority_label overrides it"`
 	// GitHubLogin is prloop's own GitHub login, whose signals never count;
 	// empty asks GitHub (GET /user) at start.
 	GitHubLogin string `envconfig:"PRLOOP_GITHUB_LOGIN" desc:"prloop's own login, whose signals never count; empty: asked from GitHub"`

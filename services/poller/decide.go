@@ -52,6 +52,9 @@ type Observation struct {
 	// it (nil: the operator's); the review statuses carry it to the
 	// status line.
 	MaxFixCycles *int
+	// FixCommand is the "/prloop fix" comment that makes the verdict's
+	// change request (commands.go), 0 for the reviewers' own.
+	FixCommand int64
 }
 
 // Timing holds the policy knobs decide needs.
@@ -197,7 +200,7 @@ func decide(cur state.PR, obs Observation, tm Timing) Decision {
 				CommentIDs: v.CommentIDs(), ReviewIDs: v.ReviewIDs(), Reviewers: authors(v.Feedback),
 				Epoch: next.Epoch, Worktree: next.Worktree, ContextPath: next.ContextPath,
 				Anchor: next.HeadAnchor, AddressedItems: slices.Clone(next.AddressedItems),
-				IgnoredFindings: ignoredFindings(v.Ignored),
+				IgnoredFindings: ignoredFindings(v.Ignored), CommandID: obs.FixCommand,
 			}, Parts: parts})
 			next.FeedbackHeadSHA = next.HeadSHA
 			next.AskedItems = nil
@@ -290,18 +293,26 @@ func resumeAfterEscalation(next *state.PR, labels []string, updated, now time.Ti
 	if !next.EscalationLabelSeen || updated.Before(next.EscalationLabelSeenAt) {
 		return false
 	}
+	resumeEscalation(next, now)
+	return true
+}
+
+// resumeEscalation starts a new escalation epoch: the fix cycle at 0 and
+// the current status published anew. A human's removal of the label does
+// it (resumeAfterEscalation), and so does "/prloop retry" when there is no
+// label to remove (planCommands).
+func resumeEscalation(next *state.PR, now time.Time) {
 	next.Epoch++
 	next.Escalations, next.EscalationLabelSeen, next.EscalationLabelSeenAt = nil, false, time.Time{}
-	next.FixCycle, next.FeedbackHeadSHA, next.WorkflowFailedHead = 0, "", ""
+	next.FixCycle, next.FeedbackHeadSHA, next.WorkflowFailedHead, next.FixCommandHead = 0, "", "", ""
 	next.Checks = state.ChecksRecord{FlakyPasses: next.Checks.FlakyPasses} // the same failure is news again
 	next.Status, next.ReviewTimeoutSent, next.WatchedSince = "", false, now
-	return true
 }
 
 // timeout returns ReviewTimeout when it is due, and marks it sent. The
 // poller calls it on every tick for every watched PR, without fetching.
 func timeout(next *state.PR, now time.Time, tm Timing) []Emit {
-	if tm.ReviewTimeout <= 0 || next.ReviewTimeoutSent || next.Closed || next.Status == events.StatusApproved || next.WatchedSince.IsZero() {
+	if tm.ReviewTimeout <= 0 || next.ReviewTimeoutSent || next.Closed || next.Stopped || next.Status == events.StatusApproved || next.WatchedSince.IsZero() {
 		return nil
 	}
 	waited := now.Sub(next.WatchedSince)

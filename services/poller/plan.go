@@ -69,6 +69,8 @@ func planEvaluation(cur state.PR, l listing, now time.Time) evaluationPlan {
 	switch {
 	case cur.Merged:
 		return evaluationPlan{Kind: evalSkip}
+	case cur.Stopped:
+		return evaluationPlan{Kind: evalSkip, Why: `not watched after "/prloop stop" until a watch request`}
 	case cur.Closed && listed:
 		return evaluationPlan{Kind: evalFetchFresh}
 	case holdsNewHead(cur, head):
@@ -126,16 +128,32 @@ func supersededByOwnPush(cur state.PR, head string) bool {
 }
 
 // decideEvaluation is decide on the record as the compare-and-set reads
-// it: a PR merged meanwhile, or closed while a list showed it open, is
-// left alone (see planEvaluation), and a reopened PR resumes as if
-// watching began now.
-func decideEvaluation(cur state.PR, obs Observation, listed bool, tm Timing) Decision {
-	if cur.Merged || (cur.Closed && listed) {
-		return Decision{Next: cur, Hold: true}
+// it, with the /prloop commands seen (planCommands): a PR merged or
+// stopped meanwhile, or closed while a list showed it open, is left alone
+// (see planEvaluation), and a reopened PR resumes as if watching began
+// now. It returns the command plan of the decision to store (empty when
+// held).
+func decideEvaluation(cur state.PR, obs Observation, listed bool, tm Timing, cmds []commandSeen, facts commandFacts) (Decision, commandPlan) {
+	if cur.Merged || cur.Stopped || (cur.Closed && listed) {
+		return Decision{Next: cur, Hold: true}, commandPlan{}
 	}
 	if cur.Closed {
 		cur.Closed, cur.ClosedAt, cur.Merged = false, time.Time{}, false
 		cur.Status, cur.ReviewTimeoutSent, cur.WatchedSince = "", false, obs.Now
 	}
-	return decide(cur, obs, tm)
+	cp := planCommands(cur, cmds, facts)
+	o := obs
+	switch {
+	case cp.Fix != nil:
+		o.Verdict, o.FixCommand = withFix(o.Verdict, cp.Fix, cp.Fixer), cp.FixComment
+	case cur.FixCommandHead == obs.HeadSHA && cur.FeedbackHeadSHA == obs.HeadSHA:
+		// The change request "/prloop fix" made stands until its fix ends.
+		o.Verdict = withFix(o.Verdict, o.Verdict.Feedback, o.Verdict.Actor)
+	}
+	dec := decide(cp.Next, o, tm)
+	if dec.Hold {
+		return dec, commandPlan{}
+	}
+	dec.Emits = append(cp.Emits, dec.Emits...)
+	return dec, cp
 }

@@ -26,6 +26,8 @@ func TestPlanEvaluation(t *testing.T) {
 	merged.Closed, merged.Merged = true, true
 	closed := watched
 	closed.Closed = true
+	stopped := watched // "/prloop stop"
+	stopped.Stopped = true
 	addressing := watched // a change request on h1 is being addressed
 	addressing.Status, addressing.FeedbackHeadSHA = events.StatusChangesRequested, "h1"
 	pushed := watched // prloop pushed h2, GitHub's lists may still show h1
@@ -55,6 +57,8 @@ func TestPlanEvaluation(t *testing.T) {
 			cur: merged, l: listing{pull: pull("h1", active), issue: issue(active)}, want: evaluationPlan{Kind: evalSkip}},
 		{name: "a merged PR read fresh is not evaluated either",
 			cur: merged, l: listing{pull: pull("h1", active)}, want: evaluationPlan{Kind: evalSkip}},
+		{name: `a stopped PR ("/prloop stop") is not evaluated, whatever moved`,
+			cur: stopped, l: listing{pull: pull("h2", active), issue: issue(active)}, want: evaluationPlan{Kind: evalSkip, Why: `not watched after "/prloop stop" until a watch request`}},
 		{name: "a closed PR seen open in a list: a reopen or an old list, only a fresh read tells",
 			cur: closed, l: listing{pull: pull("h1", active), issue: issue(active)}, want: evaluationPlan{Kind: evalFetchFresh}},
 		{name: "a closed PR read fresh and open is a reopen: gathered",
@@ -118,6 +122,8 @@ func TestDecideEvaluation(t *testing.T) {
 	closed.Closed, closed.ClosedAt = true, closedAt
 	merged := closed
 	merged.Merged = true
+	stopped := watched
+	stopped.Stopped = true
 	obs := Observation{HeadSHA: "h1", Anchor: watched.HeadAnchor, Verdict: review.Verdict{Status: events.StatusApproved}, Now: now}
 	tm := Timing{ReviewTimeout: 2 * time.Hour}
 	tests := []struct {
@@ -130,6 +136,7 @@ func TestDecideEvaluation(t *testing.T) {
 	}{
 		{name: "merged meanwhile: left alone", cur: merged, wantHold: true},
 		{name: "merged meanwhile, seen in a list: left alone", cur: merged, listed: true, wantHold: true},
+		{name: `stopped meanwhile ("/prloop stop"): left alone`, cur: stopped, listed: true, wantHold: true},
 		{name: "closed meanwhile while a list showed it open: left alone", cur: closed, listed: true, wantHold: true},
 		{name: "reopened (read fresh): resumes as if watching began now", cur: closed,
 			wantTypes: []events.Type{events.TypeReviewApproved},
@@ -145,7 +152,7 @@ func TestDecideEvaluation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			d := decideEvaluation(tt.cur, obs, tt.listed, tm)
+			d, _ := decideEvaluation(tt.cur, obs, tt.listed, tm, nil, commandFacts{Head: obs.HeadSHA, Now: now})
 			assert.Equal(t, tt.wantHold, d.Hold)
 			if tt.wantHold {
 				assert.Equal(t, tt.cur, d.Next)

@@ -17,6 +17,7 @@ func newPolicies(cfg Config, g GitHub, auth *review.Authorization) *policy.Reade
 	op := policy.FromReview(cfg.PolicyConfig)
 	op.ReviewTimeout, op.MaxFixCycles, op.EscalationLabel = cfg.ReviewTimeout, cfg.MaxFixCycles, cfg.EscalationLabel
 	op.QueueMode, op.QueueDepth, op.FixChecks = cfg.QueueMode, cfg.QueueDepth, cfg.FixChecksMode()
+	op.PriorityLabel = cfg.PriorityLabel
 	return policy.NewReader(op, cfg.Settings, g, auth)
 }
 

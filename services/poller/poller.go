@@ -45,6 +45,7 @@ var Types = []events.Type{
 	events.TypeCreated, events.TypeWatchRequested, events.TypeFeedbackAddressed, events.TypeFeedbackSkipped,
 	events.TypeEscalationRequested, events.TypeEscalated, events.TypeMerged,
 	events.TypeBranchUpdated, events.TypeMergeFailed, events.TypeConflictResolveRequested,
+	events.TypeCommandReceived,
 }
 
 // GitHub is the part of the GitHub client the poller uses.
@@ -133,6 +134,8 @@ type Service struct {
 	search *searchWatch
 	// disc, when set, lists PRLOOP_REPOS's owner/* and * (discovery.go).
 	disc *discovery
+	// explain is the board "/prloop explain" reads (commands_explain.go).
+	explain boards
 
 	mu      sync.Mutex
 	repos   map[string]*repoWatch
@@ -261,6 +264,9 @@ func (s *Service) Run(ctx context.Context) error {
 				s.mu.Unlock()
 			}
 			continue
+		}
+		if r.Stopped {
+			continue // "/prloop stop" outlives restarts
 		}
 		rw := s.watch(r.PR)
 		rw.memo[r.PR.Number] = r
@@ -683,6 +689,8 @@ func (s *Service) handle(ctx context.Context, m *events.Msg) error {
 		}
 	case *events.Merged:
 		return nil // nothing follows a merge
+	case *events.CommandReceived:
+		return s.commandTaken(ctx, d, log)
 	}
 	// A new head held back while the change request was worked on (see
 	// holdsNewHead), or a status to announce again, is published now.

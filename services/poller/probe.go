@@ -339,7 +339,13 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 	perms := j.perms
 	now := s.d.Now()
 	since := baseSince(cur, p.base, now)
-	verdict := review.Evaluate(sig, review.Head{SHA: head, Anchor: anchor, BaseSince: since, Author: author, Addressed: cur.Addressed()}, j.review, perms.Authorized)
+	rhead := review.Head{SHA: head, Anchor: anchor, BaseSince: since, Author: author, Addressed: cur.Addressed()}
+	verdict := review.Evaluate(sig, rhead, j.review, perms.Authorized)
+	cmds := commandsOf(sig.Comments, rhead, j.review, perms.Authorized)
+	facts := commandFacts{Head: head, Now: now}
+	if len(cmds) > 0 {
+		facts.FixItems = review.FixItems(verdict, sig, rhead, j.review, perms.Authorized)
+	}
 	if err := perms.Err(); err != nil {
 		// Deciding without a reviewer's permission would flip the verdict
 		// (an approver not counted drops an approval): evaluate again on
@@ -380,9 +386,16 @@ func (s *Service) evaluate(ctx context.Context, rw *repoWatch, pr ghref.PR, p pu
 			log.Info("failing checks passed on the same head: a flaky failure", "head", ghref.EventSHA(head))
 		}
 	}()
-	return s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
-		return decideEvaluation(cur, obs, is != nil, j.timing)
+	var cmdPlan commandPlan // the commands of the decision that was stored
+	err = s.apply(ctx, rw, pr, log, func(cur state.PR) Decision {
+		var d Decision
+		d, cmdPlan = decideEvaluation(cur, obs, is != nil, j.timing, cmds, facts)
+		return d
 	})
+	if err == nil {
+		s.answerRefusals(ctx, pr, cmdPlan, log)
+	}
+	return err
 }
 
 // gather reads the review signals of pr as plan says, and returns them
@@ -437,6 +450,9 @@ func (s *Service) apply(ctx context.Context, rw *repoWatch, pr ghref.PR, log *sl
 	rw.mu.Unlock()
 	if err == nil && stored.Closed {
 		s.forget(rw, pr.Number, stored.ClosedAt)
+	}
+	if err == nil && stored.Stopped {
+		s.forget(rw, pr.Number, time.Time{}) // "/prloop stop": its memo must not time out
 	}
 	return err
 }

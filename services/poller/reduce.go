@@ -47,6 +47,7 @@ func reduce(cur state.PR, d events.Data, at, now time.Time) (state.PR, bool) {
 	switch d := d.(type) {
 	case *events.WatchRequested:
 		watched(&next, d.PR, d.Worktree, d.ContextPath, now)
+		next.Stopped = false // a watch request undoes "/prloop stop"
 	case *events.Created:
 		watched(&next, d.PR, d.Worktree, d.ContextPath, now)
 	case *events.FeedbackAddressed:

@@ -167,6 +167,9 @@ func TestReduce(t *testing.T) {
 		{name: "PRAgentWaiting", cur: approved, event: &events.AgentWaiting{Base: b("h1"), State: events.AgentWaitStarted, Reason: events.AgentWaitDailyBudget, FixCycle: 1}},
 		// The poller's own: decide recorded it when it published it.
 		{name: "PRChecksFailed", cur: approved, event: &events.ChecksFailed{Base: b("h1"), Round: 1}},
+		// The poller's own: planCommands recorded the comment when it took
+		// the command; its answer (👀, the priority label) is no record.
+		{name: "PRCommandReceived", cur: approved, event: &events.CommandReceived{Base: b("h1"), Command: events.CommandPriority, CommentID: 7, Author: "alice"}},
 		// A conflict handed to the agent holds the next head back like a
 		// change request (TestReduce_ConflictResolution has the rest).
 		{
