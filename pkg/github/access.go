@@ -42,6 +42,10 @@ const (
 	// the agent (feedback, docs/ci-failures.md). Without it the prompt
 	// quotes what the check run says, and nothing is re-run.
 	FeatureChecks Feature = "hand failing checks to the agent"
+	// FeatureCommands answers "/prloop" commands on a PR: 👀 or 😕 on
+	// the comment, a one-line refusal, the priority label, the explain
+	// comment edited in place (poller, docs/commands.md).
+	FeatureCommands Feature = "answer /prloop commands"
 )
 
 // Need is one permission a feature needs: a fine-grained token's or a
@@ -82,12 +86,13 @@ var Needs = []Need{
 	{Feature: FeatureEscalate, Permission: "issues", Level: "write"},
 	{Feature: FeatureChecks, Permission: "actions", Level: "read", Off: "PRLOOP_FIX_CHECKS=none"},
 	{Feature: FeatureChecks, Permission: "actions", Level: "write", Off: "PRLOOP_RERUN_FAILED_CHECKS=false"},
+	{Feature: FeatureCommands, Permission: "issues", Level: "write"},
 }
 
 // ServiceFeatures are the features of each service binary (by its name);
 // the all-in-one binary has them all (AllFeatures).
 var ServiceFeatures = map[string][]Feature{
-	"poller":    {FeatureWatch, FeatureStatus},
+	"poller":    {FeatureWatch, FeatureStatus, FeatureCommands},
 	"feedback":  {FeatureWatch, FeatureFix, FeatureChecks},
 	"merger":    {FeatureWatch, FeatureMerge},
 	"escalator": {FeatureWatch, FeatureEscalate},

@@ -26,7 +26,7 @@ func TestAppPermissions(t *testing.T) {
 		{name: "the feedback service", features: github.FeaturesOf("feedback"), want: map[string]string{
 			"metadata": "read", "pull_requests": "write", "issues": "write", "contents": "write", "statuses": "read", "checks": "read", "actions": "write"}},
 		{name: "the poller", features: github.FeaturesOf("poller"), want: map[string]string{
-			"metadata": "read", "pull_requests": "read", "issues": "read", "contents": "read", "statuses": "read", "checks": "write"}},
+			"metadata": "read", "pull_requests": "read", "issues": "write", "contents": "read", "statuses": "read", "checks": "write"}},
 		{name: "the escalator", features: github.FeaturesOf("escalator"), want: map[string]string{
 			"metadata": "read", "pull_requests": "read", "issues": "write", "contents": "read", "statuses": "read", "checks": "read"}},
 	}
