@@ -1,7 +1,6 @@
 package ghsim
 
 import (
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,19 +73,7 @@ func (s *Sim) listCommentReactions(c *reqCtx) *result {
 	if res != nil {
 		return res
 	}
-	content := c.q("content")
-	if content != "" && !slices.Contains(reactionContents, content) {
-		return validation(jErrItem{Resource: "Reaction", Field: "content", Code: "invalid"})
-	}
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	var sel []*reaction
-	for _, r := range ic.reactions {
-		if content == "" || r.content == content {
-			sel = append(sel, r)
-		}
-	}
-	return c.paged(len(sel), func(i int) json.RawMessage { return marshal(reactionWire(sel[i], c.base)) })
+	return pagedReactions(c, rp, func() []*reaction { return ic.reactions })
 }
 
 // createCommentReaction adds the user's reaction to a comment: 201 when

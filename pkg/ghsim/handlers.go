@@ -635,6 +635,13 @@ func (s *Sim) listReactions(c *reqCtx) *result {
 	if res != nil {
 		return res
 	}
+	return pagedReactions(c, rp, func() []*reaction { return p.reactions })
+}
+
+// pagedReactions answers a list of reactions (a PR's or a comment's,
+// of, read under rp's lock), filtered by ?content= as GitHub does: an
+// unknown content is a validation error.
+func pagedReactions(c *reqCtx, rp *repo, of func() []*reaction) *result {
 	content := c.q("content")
 	if content != "" && !slices.Contains(reactionContents, content) {
 		return validation(jErrItem{Resource: "Reaction", Field: "content", Code: "invalid"})
@@ -642,7 +649,7 @@ func (s *Sim) listReactions(c *reqCtx) *result {
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
 	var sel []*reaction
-	for _, r := range p.reactions {
+	for _, r := range of() {
 		if content == "" || r.content == content {
 			sel = append(sel, r)
 		}
