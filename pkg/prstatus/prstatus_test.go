@@ -330,7 +330,7 @@ func TestLine_EveryTrigger(t *testing.T) {
 			want: prstatus.Line{State: prstatus.Success, Text: "approved by alice"}},
 		{name: "a /prloop command taken changes nothing by itself: its effect comes with the owner's events",
 			events: []events.Data{approved, queued, &events.CommandReceived{Base: base(pr1, headA), Command: events.CommandExplain, CommentID: 7, Author: "alice"}},
-			want: prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
+			want:   prstatus.Line{State: prstatus.Pending, Text: "approved by alice — 1st in the merge queue for main"}},
 	}
 	covered := map[events.Type]bool{}
 	for _, tc := range tests {
