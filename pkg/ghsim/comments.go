@@ -95,12 +95,9 @@ func (s *Sim) createCommentReaction(c *reqCtx) *result {
 	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	for _, r := range ic.reactions {
-		if r.user == c.user && r.content == in.Content {
-			return jsonResult(200, reactionWire(r, c.base))
-		}
+	r, created := s.reactOnce(&ic.reactions, c.user, in.Content, c.now)
+	if !created {
+		return jsonResult(200, reactionWire(r, c.base))
 	}
-	r := &reaction{id: s.newID(), user: c.user, content: in.Content, created: c.now}
-	ic.reactions = append(ic.reactions, r)
 	return jsonResult(201, reactionWire(r, c.base))
 }

@@ -243,15 +243,26 @@ func (s *Sim) addReaction(rp *repo, p *pr, u *user, content string, now time.Tim
 	}
 	rp.mu.Lock()
 	defer rp.mu.Unlock()
-	for _, r := range p.reactions {
+	r, created := s.reactOnce(&p.reactions, u, content, now)
+	if created {
+		p.ver++ // the rollup changes; updated_at does not
+	}
+	return r, created, nil
+}
+
+// reactOnce adds u's content reaction to rs unless u already reacted so,
+// as GitHub keeps one reaction per user and content (on a PR or a
+// comment alike); it reports whether it added one. The caller holds the
+// repository's lock.
+func (s *Sim) reactOnce(rs *[]*reaction, u *user, content string, now time.Time) (*reaction, bool) {
+	for _, r := range *rs {
 		if r.user == u && r.content == content {
-			return r, false, nil
+			return r, false
 		}
 	}
 	r := &reaction{id: s.newID(), user: u, content: content, created: now}
-	p.reactions = append(p.reactions, r)
-	p.ver++ // the rollup changes; updated_at does not
-	return r, true, nil
+	*rs = append(*rs, r)
+	return r, true
 }
 
 func (s *Sim) removeReaction(rp *repo, p *pr, u *user, id int64) error {

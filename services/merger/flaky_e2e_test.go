@@ -2,7 +2,6 @@ package merger_test
 
 import (
 	"encoding/json"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -21,41 +20,10 @@ import (
 // completed workflow run "ci" with the job job gives from the candidate's
 // event and the files of its tree (its Reruns script the re-runs).
 func (e *env) candidateWorkflows(delay time.Duration, job func(c *events.MergeCandidate, files []string) ghsim.JobInput) {
-	t := e.t
-	go func() {
-		done := map[string]bool{}
-		seen := map[string]time.Time{}
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			for _, r := range e.rec.All() {
-				c, ok := r.Data.(*events.MergeCandidate)
-				if !ok || c.State != events.CandidateBuilt || done[c.Candidate] {
-					continue
-				}
-				cmd := exec.Command("git", "--git-dir", e.sim.GitDir(e.repo), "ls-tree", "-r", "--name-only", c.Candidate)
-				cmd.Env = []string{"GIT_CONFIG_NOSYSTEM=1", "HOME=/nonexistent", "LC_ALL=C"}
-				out, err := cmd.Output()
-				if err != nil {
-					continue // not pushed yet
-				}
-				if seen[c.Candidate].IsZero() {
-					seen[c.Candidate] = time.Now()
-				}
-				if time.Since(seen[c.Candidate]) < delay {
-					continue // CI takes its time
-				}
-				if _, _, err := e.sim.RunWorkflow(e.repo, c.Candidate, "ci", job(c, strings.Fields(string(out)))); err == nil {
-					done[c.Candidate] = true
-				}
-			}
-			select {
-			case <-t.Context().Done():
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	e.onCandidates(delay, func(c *events.MergeCandidate, files []string) bool {
+		_, _, err := e.sim.RunWorkflow(e.repo, c.Candidate, "ci", job(c, files))
+		return err == nil
+	})
 }
 
 // flakyOn is a job "test" that passes, except on a candidate holding

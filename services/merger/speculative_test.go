@@ -32,9 +32,21 @@ func (e *env) candidateCI(verdict func(c *events.MergeCandidate, files []string)
 // candidateChecks is candidateCI with the statuses chosen by verdict too:
 // it sets them all at once, as when every job finishes between two polls.
 func (e *env) candidateChecks(verdict func(c *events.MergeCandidate, files []string) (state string, contexts []string)) {
+	e.onCandidates(0, func(c *events.MergeCandidate, files []string) bool {
+		st, contexts := verdict(c, files)
+		return st != "" && e.sim.SetStatuses(e.repo, c.Candidate, st, contexts...) == nil
+	})
+}
+
+// onCandidates is the test's CI: for each candidate built, once pushed
+// and delay after it was first seen pushed, it calls report with the
+// candidate's event and the files of its tree until report says it
+// reported, polling until the test ends.
+func (e *env) onCandidates(delay time.Duration, report func(c *events.MergeCandidate, files []string) bool) {
 	t := e.t
 	go func() {
 		done := map[string]bool{}
+		seen := map[string]time.Time{}
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -49,9 +61,13 @@ func (e *env) candidateChecks(verdict func(c *events.MergeCandidate, files []str
 				if err != nil {
 					continue // not pushed yet
 				}
-				if st, contexts := verdict(c, strings.Fields(string(out))); st != "" && e.sim.SetStatuses(e.repo, c.Candidate, st, contexts...) == nil {
-					done[c.Candidate] = true
+				if seen[c.Candidate].IsZero() {
+					seen[c.Candidate] = time.Now()
 				}
+				if time.Since(seen[c.Candidate]) < delay {
+					continue // CI takes its time
+				}
+				done[c.Candidate] = report(c, strings.Fields(string(out)))
 			}
 			select {
 			case <-t.Context().Done():
