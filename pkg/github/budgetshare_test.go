@@ -176,8 +176,13 @@ func TestShareBudget_ReplicasHoldTheInstallationsBudget(t *testing.T) {
 		c2, _ := limits(replicas[2])
 		return c1 == concurrency/2 && c2 == concurrency/2
 	}, 10*time.Second, 10*time.Millisecond, "the others take its concurrency")
-	t.Logf("concurrency taken over %s after the death (TTL %s)", time.Since(died).Round(time.Millisecond), ttl)
-	assert.Less(t, time.Since(died), ttl+ttl/3+ttl/2, "within a TTL and a renewal (and scheduling slack)")
+	took := time.Since(died)
+	t.Logf("concurrency taken over %s after the death (TTL %s)", took.Round(time.Millisecond), ttl)
+	// Its concurrency is its own until its entry expires: renewed every
+	// TTL/3, the entry outlives the cut by at least 2/3 of the TTL. (No
+	// upper bound here beyond the poll's: under load a renewal round may
+	// come late, and the bound would measure the machine, not the rule.)
+	assert.GreaterOrEqual(t, took, ttl*2/3, "the others waited for the dead replica's entry to expire")
 	_, p1 := limits(replicas[1])
 	assert.Equal(t, points/3, p1, "its points of the minute still count: GitHub counts them for a minute")
 	require.Eventually(t, func() bool { c0, _ := limits(replicas[0]); return c0 == 0 }, 10*time.Second, 10*time.Millisecond,

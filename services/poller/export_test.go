@@ -1,9 +1,12 @@
 package poller
 
 import (
+	"log/slog"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/prloop/prloop/pkg/ghref"
 )
 
 // Tracked are the keys of the PRs w keeps a written line of, sorted, for
@@ -45,3 +48,21 @@ func (s *Service) SetReopenWatchCap(n int) { s.reopenWatchCap = n }
 // SetSweepInterval sets how often the records of long-closed PRs are
 // deleted; call it before Run.
 func (s *Service) SetSweepInterval(d time.Duration) { s.sweepInterval = d }
+
+// NewSharderAs is NewSharder with a fixed replica id. Ids are random in
+// production; a test that needs each replica to own some repositories
+// picks its ids, and its repositories' names with Preferred, so the split
+// is known instead of left to chance (two random ids put six repositories
+// on one replica once in 32 runs).
+func NewSharderAs(kv Leases, id string, ttl time.Duration, log *slog.Logger) *Sharder {
+	s := NewSharder(kv, ttl, log)
+	s.id = sanitizeID(id)
+	s.log = log.With("replica", s.id)
+	return s
+}
+
+// Preferred is the replica of live that rendezvous hashing makes repo's
+// owner.
+func Preferred(live []string, repo ghref.Repo) string {
+	return rendezvous(live, leaseKey(repo))
+}

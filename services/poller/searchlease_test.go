@@ -2,7 +2,6 @@ package poller_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -41,8 +40,8 @@ func TestPoller_OneReplicaSearchesForAll(t *testing.T) {
 	e.sim.SetSearchPerMinute(1 << 20) // the test measures the rate itself
 	var repos []string
 	prs := map[string]ghref.PR{}
-	for i := range 6 {
-		r, err := e.sim.CreateRepo("acme", fmt.Sprintf("s%02d", i), map[string]string{"a": "a"})
+	for _, name := range splitNames(t, "acme", "s", 6, replicaA, replicaB) {
+		r, err := e.sim.CreateRepo(name.Owner, name.Name, map[string]string{"a": "a"})
 		require.NoError(t, err)
 		require.NoError(t, e.sim.SetPermission(r, "alice", "write"))
 		opened, err := e.sim.OpenPRs(r, 1, "agent")
@@ -65,14 +64,14 @@ func TestPoller_OneReplicaSearchesForAll(t *testing.T) {
 		conn *natsx.Conn
 		stop func()
 	}
-	start := func() replica {
+	start := func(id string) replica {
 		conn := natstest.Connect(t, e.conn) // each replica its own connection, as processes
-		pl, sh, stop := e.startReplica(conn, cfg, func(pl *probeLog) poller.GitHub {
+		pl, sh, stop := e.startReplica(id, conn, cfg, func(pl *probeLog) poller.GitHub {
 			return searchingProbeLog{probeLog: pl, search: e.client}
 		})
 		return replica{log: pl, sh: sh, conn: conn, stop: stop}
 	}
-	a, b := start(), start()
+	a, b := start(replicaA), start(replicaB)
 	for _, pr := range prs {
 		e.rec.Wait(t, pr, events.TypeReviewPending, waitFor)
 	}

@@ -47,17 +47,39 @@ func (p *probeLog) since(t time.Time) map[string]bool {
 	return out
 }
 
-// startReplica runs a poller replica of cfg on conn, sharding by leases
-// of cfg.PollInterval, its GitHub client the probeLog wrapped by gh; it
-// returns the replica's probes, its sharder and its stop.
-func (e *env) startReplica(conn *natsx.Conn, cfg poller.Config, gh func(*probeLog) poller.GitHub) (*probeLog, *poller.Sharder, func()) {
+// The ids of the two replicas in the tests that run two.
+const replicaA, replicaB = "replica-a", "replica-b"
+
+// splitNames returns n repository names of owner, prefix and a number,
+// chosen so that rendezvous hashing gives each of ids an equal share: a
+// test of replicas sharing work must not depend on how random ids fall.
+func splitNames(t *testing.T, owner, prefix string, n int, ids ...string) []ghref.Repo {
+	t.Helper()
+	share := n / len(ids)
+	count := map[string]int{}
+	var out []ghref.Repo
+	for i := 0; len(out) < n; i++ {
+		require.Less(t, i, 100*n, "no balanced split of %d names over %v", n, ids)
+		r := ghref.Repo{Owner: owner, Name: fmt.Sprintf("%s%02d", prefix, i)}
+		if id := poller.Preferred(ids, r); count[id] < share {
+			count[id]++
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// startReplica runs a poller replica named id of cfg on conn, sharding by
+// leases of cfg.PollInterval, its GitHub client the probeLog wrapped by gh;
+// it returns the replica's probes, its sharder and its stop.
+func (e *env) startReplica(id string, conn *natsx.Conn, cfg poller.Config, gh func(*probeLog) poller.GitHub) (*probeLog, *poller.Sharder, func()) {
 	t := e.t
 	leases, err := poller.EnsureLeases(t.Context(), conn.JS, 1)
 	require.NoError(t, err)
 	kv, err := kvlease.OpenBucket(t.Context(), conn.JS, state.Bucket)
 	require.NoError(t, err)
 	pl := &probeLog{GitHub: e.client, probe: map[string]time.Time{}}
-	sh := poller.NewSharder(leases, cfg.PollInterval, quiet())
+	sh := poller.NewSharderAs(leases, id, cfg.PollInterval, quiet())
 	s := poller.New(cfg, poller.Deps{
 		GitHub: gh(pl), Store: state.NewStore(kv), JS: conn.JS, Log: quiet(), Self: "prloop-bot", Now: e.sim.Now,
 		Shard: sh, NewPRs: poller.WatchNewPRs(kv),
@@ -79,8 +101,8 @@ func TestPoller_TwoReplicasShareRepositories(t *testing.T) {
 	e := newEnv(t)
 	var repos []string
 	var prs []ghref.PR
-	for i := range 20 {
-		r, err := e.sim.CreateRepo("acme", fmt.Sprintf("r%02d", i), map[string]string{"a": "a"})
+	for _, name := range splitNames(t, "acme", "r", 20, replicaA, replicaB) {
+		r, err := e.sim.CreateRepo(name.Owner, name.Name, map[string]string{"a": "a"})
 		require.NoError(t, err)
 		require.NoError(t, e.sim.SetPermission(r, "alice", "write"))
 		opened, err := e.sim.OpenPRs(r, 2, "agent")
@@ -91,13 +113,13 @@ func TestPoller_TwoReplicasShareRepositories(t *testing.T) {
 	const interval = time.Second
 	cfg := e.config(func(c *poller.Config) { c.Repos = repos; c.PollInterval = interval })
 
-	start := func(conn *natsx.Conn) (*probeLog, *poller.Sharder, func()) {
-		return e.startReplica(conn, cfg, func(pl *probeLog) poller.GitHub { return pl })
+	start := func(id string, conn *natsx.Conn) (*probeLog, *poller.Sharder, func()) {
+		return e.startReplica(id, conn, cfg, func(pl *probeLog) poller.GitHub { return pl })
 	}
 	// Each replica has its own connection, as separate processes would.
 	connA, connB := natstest.Connect(t, e.conn), natstest.Connect(t, e.conn)
-	logA, shA, stopA := start(connA)
-	logB, shB, _ := start(connB)
+	logA, shA, stopA := start(replicaA, connA)
+	logB, shB, _ := start(replicaB, connB)
 
 	for _, pr := range prs {
 		e.rec.Wait(t, pr, events.TypeReviewPending, 20*time.Second)
