@@ -282,7 +282,7 @@ func stepBatch(o batchObservation, pol Policy) batchTransition {
 		failed := failures(d.Judged[i])
 		switch retryFailed(o.Chain[i], failed, pol.RetryFailed, o.Now, pol.ChecksTimeout) {
 		case retryNow:
-			return batchTransition{Ask: askRerun{Index: i, Mark: Rerun{At: o.Now.UTC(), Failed: checkIDs(failed)}, Failed: failed}, Samples: samples}
+			return batchTransition{Ask: askRerun{Index: i, Mark: askAgain(o.Chain[i], failed, o.Now), Failed: failed}, Samples: samples}
 		case retryWait:
 			d = waitForRerun(d, i, failed)
 			if o.Rerun {

@@ -492,6 +492,33 @@ func TestStepBatch_SpeculativePassRowByRow(t *testing.T) {
 			want: []string{"#1 stays (0 failures, seen [ci])", "#2 leaves " + metrics.MergeDropped + " PRMergeFailed/candidate_failed"}, more: true,
 		},
 		{
+			name: "GitHub failed to answer the re-run's request: asked again, counted",
+			edit: func(o *batchObservation, pol *Policy) {
+				pol.RetryFailed = true
+				o.Inputs, o.Heads = []ChecksInput{green("ci"), failingJob(7)}, []ChecksInput{green("ci")}
+				o.Chain = slices.Clone(o.Chain)
+				o.Chain[1].Rerun = &Rerun{At: o.Now.Add(-time.Minute), Failed: []int64{7}, Asks: 1, Unsent: true}
+			},
+			want: []string{"re-run #2's candidate's 1 failed jobs once"},
+			check: func(t *testing.T, got batchTransition) {
+				a := got.Ask.(askRerun)
+				assert.Equal(t, []int64{7}, a.Mark.Failed)
+				assert.Equal(t, 2, a.Mark.Asks, "the second request")
+				assert.False(t, a.Mark.Unsent, "recorded as sent before it is")
+			},
+		},
+		{
+			name: "GitHub failed to answer the last of its requests: the PR leaves as it would have",
+			edit: func(o *batchObservation, pol *Policy) {
+				pol.RetryFailed = true
+				own := green("ci")
+				o.Inputs, o.Heads, o.Stored, o.Own = []ChecksInput{green("ci"), failingJob(7)}, []ChecksInput{green("ci")}, true, &own
+				o.Chain = slices.Clone(o.Chain)
+				o.Chain[1].Rerun = &Rerun{At: o.Now, Failed: []int64{7}, Asks: rerunAsks, Unsent: true}
+			},
+			want: []string{"#1 stays (0 failures, seen [ci])", "#2 leaves " + metrics.MergeDropped + " PRMergeFailed/candidate_failed"}, more: true,
+		},
+		{
 			name: "a re-run candidate green now is marked flaky once, in the batch stored",
 			edit: func(o *batchObservation, pol *Policy) {
 				pol.RetryFailed = true

@@ -35,6 +35,29 @@ type Rerun struct {
 	// Passed says the candidate went green after it: counted as flaky,
 	// once.
 	Passed bool `json:"passed,omitempty"`
+	// Asks counts the requests made to GitHub for this re-run (records
+	// from before it was counted say 0: one).
+	Asks int `json:"asks,omitempty"`
+	// Unsent says the last request failed in a way that may pass (GitHub
+	// unreachable, a 5xx): GitHub most likely re-ran nothing, so a later
+	// pass asks again, up to rerunAsks requests in all, instead of waiting
+	// PRLOOP_CHECKS_TIMEOUT for a re-run that never started.
+	Unsent bool `json:"unsent,omitempty"`
+}
+
+// rerunAsks is how many requests one re-run may take when GitHub fails
+// to answer: a blip costs a pass's backoff, not the PR's place.
+const rerunAsks = 3
+
+// askAgain is the re-run of candidate c whose failed checks are failed,
+// as recorded before GitHub is asked (again): now, the failed checks,
+// and one more request. It is pure.
+func askAgain(c Candidate, failed []events.FailedCheck, now time.Time) Rerun {
+	r := Rerun{At: now.UTC(), Failed: checkIDs(failed), Asks: 1}
+	if c.Rerun != nil {
+		r.Asks = max(c.Rerun.Asks, 1) + 1
+	}
+	return r
 }
 
 // retryVerdict is what retryFailed says of a failed candidate.
@@ -56,8 +79,13 @@ const (
 // (PRLOOP_QUEUE_RETRY_FAILED); a re-run whose new attempt has not
 // reported is waited for, up to timeout after it was asked; anything else
 // (a commit status failed, which no re-run repeats; the re-run failed
-// too, was refused or never reported) removes the PR. It is pure.
+// too, was refused or never reported) removes the PR. A request GitHub
+// failed to answer (Rerun.Unsent) is made again while the same checks
+// are failed, up to rerunAsks requests. It is pure.
 func retryFailed(c Candidate, failed []events.FailedCheck, enabled bool, now time.Time, timeout time.Duration) retryVerdict {
+	sameFailure := func() bool {
+		return !slices.ContainsFunc(failed, func(f events.FailedCheck) bool { return !slices.Contains(c.Rerun.Failed, f.ID) })
+	}
 	switch {
 	case !enabled || len(failed) == 0:
 		return retryNone
@@ -66,9 +94,16 @@ func retryFailed(c Candidate, failed []events.FailedCheck, enabled bool, now tim
 			return retryNone
 		}
 		return retryNow
-	case c.Rerun.Refused || now.Sub(c.Rerun.At) >= timeout:
+	case c.Rerun.Refused:
 		return retryNone
-	case !slices.ContainsFunc(failed, func(f events.FailedCheck) bool { return !slices.Contains(c.Rerun.Failed, f.ID) }):
+	case c.Rerun.Unsent:
+		if max(c.Rerun.Asks, 1) < rerunAsks && sameFailure() {
+			return retryNow
+		}
+		return retryNone
+	case now.Sub(c.Rerun.At) >= timeout:
+		return retryNone
+	case sameFailure():
 		return retryWait
 	}
 	return retryNone
@@ -126,10 +161,11 @@ func waitForRerun(d batchDecision, i int, failed []events.FailedCheck) batchDeci
 }
 
 // rerun is askRerun's phase: the re-run is recorded on the stored batch
-// first (a re-run asked is never asked again, whatever happens next),
-// then GitHub is asked; a refusal is recorded too. A transient error is
-// o.Err (the pass backs off; the next one waits for the re-run it may
-// have made). o's chain and batch get the candidate's Rerun as stored.
+// first (a re-run asked is never asked again, whatever happens next,
+// unless GitHub failed to answer), then GitHub is asked; a refusal is
+// recorded too. A transient error is recorded as Unsent and is o.Err:
+// the pass backs off and a later one asks again (retryFailed). o's chain
+// and batch get the candidate's Rerun as stored.
 func (sp *speculation) rerun(ctx context.Context, a askRerun, o *batchObservation, ps *passState) error {
 	s := sp.s
 	c := o.Chain[a.Index]
@@ -159,7 +195,13 @@ func (sp *speculation) rerun(ctx context.Context, a askRerun, o *batchObservatio
 	if err != nil {
 		if ctx.Err() != nil || !(errors.Is(err, github.ErrNoRerun) || errors.Is(err, errors.ErrUnsupported)) {
 			o.Err = about(c.PR, err)
-			return nil
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Warn("asking GitHub to re-run the failed candidate's jobs failed; a later pass asks again", "ask", a.Mark.Asks, "of", rerunAsks, "err", err)
+			unsent := a.Mark
+			unsent.Unsent = true
+			return mark(unsent)
 		}
 		log.Warn("cannot re-run the failed candidate's jobs; its PR leaves", "err", err)
 		refused := a.Mark

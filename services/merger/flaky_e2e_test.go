@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prloop/prloop/pkg/events"
+	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
 	"github.com/prloop/prloop/services/merger"
 )
@@ -39,6 +40,24 @@ func flakyOn(file string, reruns ...string) func(*events.MergeCandidate, []strin
 
 func retryFailed(c *merger.Config) { c.RetryFailed = true }
 
+// mergeFlaky queues a and b, b's candidate failing once and passing on
+// the re-run of its failed job, with the re-run on; it returns the two
+// PRs once both merged, b never removed.
+func (e *env) mergeFlaky() []ghref.PR {
+	e.t.Helper()
+	prs, heads := e.openPRs("a.txt", "FLAKY.txt")
+	e.candidateWorkflows(0, flakyOn("FLAKY.txt", "success"))
+	e.start(config(speculative, retryFailed), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+	for _, pr := range prs {
+		e.rec.Wait(e.t, pr, events.TypeMerged, waitFor)
+	}
+	assert.Zero(e.t, e.rec.Count(prs[1], events.TypeMergeFailed), "the flaky PR is not removed")
+	return prs
+}
+
 // TestSpeculative_AFlakyCandidateIsRerunAndMerges: b's candidate fails
 // once and passes on the re-run of its failed job (ghsim's script: fail,
 // then pass). Its failed jobs are re-run once instead of removing b,
@@ -47,17 +66,7 @@ func retryFailed(c *merger.Config) { c.RetryFailed = true }
 func TestSpeculative_AFlakyCandidateIsRerunAndMerges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	prs, heads := e.openPRs("a.txt", "FLAKY.txt")
-	e.candidateWorkflows(0, flakyOn("FLAKY.txt", "success"))
-	e.start(config(speculative, retryFailed), "replica-1")
-	for i, pr := range prs {
-		e.approve(pr, heads[i], "1")
-	}
-
-	for _, pr := range prs {
-		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
-	}
-	assert.Zero(t, e.rec.Count(prs[1], events.TypeMergeFailed), "the flaky PR is not removed")
+	prs := e.mergeFlaky()
 	rerun := e.candidates(prs[1], events.CandidateRerun)
 	require.Len(t, rerun, 1, "one re-run, said once")
 	assert.Contains(t, rerun[0].Detail, "test")
@@ -68,6 +77,21 @@ func TestSpeculative_AFlakyCandidateIsRerunAndMerges(t *testing.T) {
 	assert.Equal(t, rerun[0].Candidate, built[len(built)-1].Candidate)
 	require.Eventually(t, func() bool { return e.metric("prloop_merge_candidate_reruns_total", "result", "flaky") == 1 }, waitFor, 10*time.Millisecond)
 	assert.Equal(t, 1.0, e.metric("prloop_merge_candidate_reruns_total", "result", "rerun"))
+	e.waitQueueEmpty()
+}
+
+// TestSpeculative_AnUnansweredRerunRequestIsMadeAgain: GitHub answers the
+// first request to re-run b's failed jobs with a 502 (a POST is never
+// retried by the client: it may have acted). The next pass asks again, the
+// re-run passes and b merges, instead of waiting PRLOOP_CHECKS_TIMEOUT for
+// a re-run that never started and then leaving.
+func TestSpeculative_AnUnansweredRerunRequestIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.sim.InjectFault(ghsim.Fault{Method: "POST", Path: `/actions/runs/\d+/rerun-failed-jobs$`, Kind: ghsim.FaultStatus502})
+	prs := e.mergeFlaky()
+	assert.Equal(t, 1, e.sim.Reruns(), "GitHub re-ran the failed jobs once: the request it did not answer did nothing")
+	assert.Len(t, e.candidates(prs[1], events.CandidateRerun), 1, "said once, when GitHub took it")
 	e.waitQueueEmpty()
 }
 

@@ -22,6 +22,9 @@ func TestRetryFailed_OneMoreRunBeforeTheCulpritLeaves(t *testing.T) {
 	rerunAt := func(ago time.Duration, failed ...int64) Candidate {
 		return Candidate{SHA: "c", Rerun: &Rerun{At: now.Add(-ago), Failed: failed}}
 	}
+	unsent := func(asks int, failed ...int64) Candidate {
+		return Candidate{SHA: "c", Rerun: &Rerun{At: now, Failed: failed, Asks: asks, Unsent: true}}
+	}
 	tests := []struct {
 		name    string
 		c       Candidate
@@ -38,11 +41,41 @@ func TestRetryFailed_OneMoreRunBeforeTheCulpritLeaves(t *testing.T) {
 		{name: "the re-run never reported within the checks timeout: removed", c: rerunAt(30*time.Minute, 1), failed: []events.FailedCheck{job(1)}, enabled: true, want: retryNone},
 		{name: "GitHub refused the re-run: removed", c: Candidate{SHA: "c", Rerun: &Rerun{At: now, Failed: []int64{1}, Refused: true}}, failed: []events.FailedCheck{job(1)}, enabled: true, want: retryNone},
 		{name: "recorded before a restart: not re-run twice", c: rerunAt(0, 1), failed: []events.FailedCheck{job(1)}, enabled: true, want: retryWait},
+		{name: "GitHub failed to answer the request: asked again", c: unsent(1, 1), failed: []events.FailedCheck{job(1)}, enabled: true, want: retryNow},
+		{name: "a record from before requests were counted failed to answer: asked again", c: unsent(0, 1), failed: []events.FailedCheck{job(1)}, enabled: true, want: retryNow},
+		{name: "GitHub failed to answer the last request allowed: removed", c: unsent(rerunAsks, 1), failed: []events.FailedCheck{job(1)}, enabled: true, want: retryNone},
+		{name: "unanswered, but another job failed since: removed, never a re-run of a new failure", c: unsent(1, 1), failed: []events.FailedCheck{job(3)}, enabled: true, want: retryNone},
+		{name: "unanswered, past the checks timeout: asked again, the wait starts anew", c: Candidate{SHA: "c", Rerun: &Rerun{At: now.Add(-time.Hour), Failed: []int64{1}, Asks: 1, Unsent: true}}, failed: []events.FailedCheck{job(1)}, enabled: true, want: retryNow},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			assert.Equal(t, tt.want, retryFailed(tt.c, tt.failed, tt.enabled, now, 30*time.Minute))
+		})
+	}
+}
+
+// TestAskAgain_EachRequestIsCounted: the record made before a request
+// counts it, from 1, and a record from before requests were counted
+// stands for one.
+func TestAskAgain_EachRequestIsCounted(t *testing.T) {
+	t.Parallel()
+	now := stepT0.Add(time.Hour)
+	failed := []events.FailedCheck{{Name: "test", ID: 4, Actions: true}}
+	tests := []struct {
+		name string
+		prev *Rerun
+		want int
+	}{
+		{name: "the first request", want: 1},
+		{name: "after one unanswered", prev: &Rerun{Asks: 1, Unsent: true}, want: 2},
+		{name: "after a record from before the count", prev: &Rerun{Unsent: true}, want: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := askAgain(Candidate{SHA: "c", Rerun: tt.prev}, failed, now)
+			assert.Equal(t, Rerun{At: now.UTC(), Failed: []int64{4}, Asks: tt.want}, got)
 		})
 	}
 }
