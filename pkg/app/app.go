@@ -71,9 +71,10 @@ type Runtime struct {
 	// which every client NewGitHub builds draws on.
 	budgetOnce sync.Once
 	budget     *github.Budget
-	// budgetShare, when PRLOOP_GITHUB_SHARED_BUDGET is set, is the
-	// process's entry in the installation's budget, which Serve renews.
-	budgetShare *github.BudgetShare
+	// stopBudget, when PRLOOP_GITHUB_SHARED_BUDGET is set, stops renewing
+	// the process's entry in the installation's budget and marks it gone;
+	// Serve calls it after the services stopped, Close if Serve never ran.
+	stopBudget func()
 
 	mu       sync.Mutex
 	checks   []check
@@ -148,7 +149,10 @@ func (rt *Runtime) NewGitHub(ctx context.Context, cfg github.Config) (*github.Cl
 }
 
 // joinBudget makes the process's budget a share of the installation's
-// (PRLOOP_GITHUB_SHARED_BUDGET); Serve keeps it renewed.
+// (PRLOOP_GITHUB_SHARED_BUDGET) and keeps it renewed from then on, not
+// from Serve: a start-up longer than the entry's TTL must not let it lapse
+// while the process holds its share (the others would count it gone and
+// take its part).
 func (rt *Runtime) joinBudget(ctx context.Context) error {
 	kv, err := kvlease.EnsureBucket(ctx, rt.JS, github.BudgetBucket, "prloop's GitHub request budget, shared by its processes", rt.Common.StreamReplicas)
 	if err != nil {
@@ -158,7 +162,10 @@ func (rt *Runtime) joinBudget(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	rt.budgetShare = share
+	renew, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); share.Run(renew) }()
+	rt.stopBudget = sync.OnceFunc(func() { cancel(); <-done })
 	return nil
 }
 
@@ -363,10 +370,6 @@ func (rt *Runtime) Serve(ctx context.Context, services ...Service) error {
 
 	errs := make(chan error, len(services))
 	var wg sync.WaitGroup
-	if share := rt.budgetShare; share != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); share.Run(ctx) }()
-	}
 	for _, s := range services {
 		wg.Add(1)
 		go func() {
@@ -413,8 +416,14 @@ func (rt *Runtime) Serve(ctx context.Context, services ...Service) error {
 	return runErr
 }
 
-// Close drains NATS and stops the embedded server.
-func (rt *Runtime) Close(ctx context.Context) error { return rt.Conn.Close(ctx) }
+// Close marks the process's share of the GitHub budget gone, drains NATS
+// and stops the embedded server.
+func (rt *Runtime) Close(ctx context.Context) error {
+	if rt.stopBudget != nil {
+		rt.stopBudget()
+	}
+	return rt.Conn.Close(ctx)
+}
 
 func (rt *Runtime) startHTTP(errc chan<- error) (*http.Server, error) {
 	if rt.Common.HTTPAddr == "" {

@@ -20,7 +20,9 @@ import (
 // TestRuntime_SharedBudgetJoinsTheInstallations: with
 // PRLOOP_GITHUB_SHARED_BUDGET, two processes on one NATS each have an
 // entry in the installation's budget record before their first request,
-// Serve keeps it alive, and a process that stops marks its entry gone.
+// kept alive from then on (a start-up longer than the entry's TTL must
+// not let it lapse before Serve), and a process that stops marks its
+// entry gone.
 func TestRuntime_SharedBudgetJoinsTheInstallations(t *testing.T) {
 	t.Parallel()
 	w := simtest.Start(t, nil)
@@ -51,7 +53,16 @@ func TestRuntime_SharedBudgetJoinsTheInstallations(t *testing.T) {
 		require.NoError(t, json.Unmarshal(e.Value(), &m))
 		return m
 	}
-	assert.Len(t, entries(), 2, "each process joined before its first request")
+	joined := entries()
+	assert.Len(t, joined, 2, "each process joined before its first request")
+	require.Eventually(t, func() bool {
+		for id, e := range entries() {
+			if !e.Expires.After(joined[id].Expires) {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 100*time.Millisecond, "each entry renewed before Serve (every TTL/3)")
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
