@@ -59,16 +59,37 @@ echo "fixed the candidate's failure"
 	ctx, rt, _ := startLoop(t, "cifixcand")
 
 	// CI: every head the agent pushes passes; a candidate fails when it
-	// holds a and b without the fix. The reviewer approves every head.
+	// holds a and b without the fix. The reviewer approves every head, b's
+	// first only once a is queued: a is ahead of b whatever the poller's
+	// timing, so the candidate that fails is b's (on top of a's, or on a
+	// base a merged into), never a's on a base b merged into. (The
+	// callback runs for one event at a time.)
 	gitDir := sim.GitDir(demo.Repo)
+	approve := func(pr ghref.PR, head string) error {
+		_, err := sim.AddReview(pr, ghsim.ReviewInput{Login: ghsim.DemoReviewer, State: "APPROVED", CommitID: head})
+		return err
+	}
+	aQueued, bWaiting := false, ""
 	log := followLoop(t, ctx, rt, func(d events.Data, _ string) error {
 		switch d := d.(type) {
 		case *events.FeedbackAddressed:
 			_, _, err := sim.RunWorkflow(d.PR.RepoRef(), d.HeadSHA, "CI", green)
 			return err
 		case *events.ReviewPending:
-			_, err := sim.AddReview(d.PR, ghsim.ReviewInput{Login: ghsim.DemoReviewer, State: "APPROVED", CommitID: d.HeadSHA})
-			return err
+			if d.PR.Same(b) && !aQueued {
+				bWaiting = d.HeadSHA
+				return nil
+			}
+			return approve(d.PR, d.HeadSHA)
+		case *events.MergeQueued:
+			if !d.PR.Same(a) || aQueued {
+				return nil
+			}
+			aQueued = true
+			if bWaiting == "" {
+				return nil
+			}
+			return approve(b, bWaiting)
 		case *events.MergeCandidate:
 			if d.State != events.CandidateBuilt {
 				return nil
