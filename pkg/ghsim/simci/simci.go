@@ -12,12 +12,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/gitx"
 )
 
 // ReportNew calls report once for each commit heads returns that it has
@@ -76,10 +78,10 @@ type CI struct {
 	// nothing re-runs.
 	Actions bool
 	// Flaky, when set, picks the commits whose first run fails although
-	// Verdict passes them, by the paths of the commit's files and of its
-	// first parent's: a flaky test that fails once. A re-run (Actions)
-	// ends as Verdict says.
-	Flaky func(files, parent []string) bool
+	// Verdict passes them, by the paths the commit adds (its files that
+	// none of its parents has): a flaky test that fails once. A re-run
+	// (Actions) ends as Verdict says.
+	Flaky func(added []string) bool
 	// Duration is how long a run takes; Every how often the branches are
 	// looked at (default 10 ms).
 	Duration, Every time.Duration
@@ -183,12 +185,12 @@ func (c *CI) test(ctx context.Context, sha string, run, job int64) {
 	}
 	r.State = verdict
 	if c.Flaky != nil && verdict == Success {
-		_, parent, err := c.Sim.Tree(c.Repo, sha+"^1")
+		added, err := c.added(ctx, sha, files)
 		if err != nil {
 			c.fail(err)
 			return
 		}
-		if c.Flaky(files, parent) {
+		if c.Flaky(added) {
 			r.State = Failure
 		}
 	}
@@ -209,6 +211,24 @@ func (c *CI) test(ctx context.Context, sha string, run, job int64) {
 	if c.Actions && r.State != Success {
 		c.reruns(ctx, r, run, verdict)
 	}
+}
+
+// added are the paths of files that commit sha has and none of its
+// parents has.
+func (c *CI) added(ctx context.Context, sha string, files []string) ([]string, error) {
+	out, err := (&gitx.Runner{}).Run(ctx, gitx.Cmd{GitDir: c.Sim.GitDir(c.Repo), Args: []string{"rev-list", "--parents", "-n", "1", sha}})
+	if err != nil {
+		return nil, fmt.Errorf("parents of %s: %w", sha, err)
+	}
+	added := slices.Clone(files)
+	for _, p := range strings.Fields(out)[1:] {
+		_, had, err := c.Sim.Tree(c.Repo, p)
+		if err != nil {
+			return nil, err
+		}
+		added = slices.DeleteFunc(added, func(f string) bool { return slices.Contains(had, f) })
+	}
+	return added, nil
 }
 
 // reruns runs each re-run of the failed job of workflow run run, whose

@@ -115,9 +115,10 @@ func TestReportNew_EachHeadOnceRetryingFailures(t *testing.T) {
 
 // TestCI_ActionsJobsAndTheirRerunsTakeDuration: with Actions a run is a
 // workflow job whose check run, named after the context, is in progress
-// for Duration before its conclusion. A commit bringing in a flaky file
-// (Flaky: not in its first parent) fails its first attempt; a commit on
-// top of it does not. Re-running the failed job through the simulator's
+// for Duration before its conclusion. A commit adding a flaky file
+// (Flaky, of the files none of its parents has) fails its first attempt; a commit on
+// top of it, which adds another file, does not, nor does a merge of a
+// base holding one into a PR (update-branch). Re-running the failed job through the simulator's
 // REST API, as the merger does, runs it again: in progress for Duration,
 // then Verdict's success, recorded as attempt 2.
 func TestCI_ActionsJobsAndTheirRerunsTakeDuration(t *testing.T) {
@@ -130,10 +131,17 @@ func TestCI_ActionsJobsAndTheirRerunsTakeDuration(t *testing.T) {
 	sim.AddToken("tok", "acme")
 	repo, err := sim.CreateRepo("acme", "widgets", map[string]string{"README.md": "hi\n"})
 	require.NoError(t, err)
+	require.NoError(t, sim.SetPermission(repo, "acme", "write"))
+	_, err = sim.PushCommit(repo, "feature", "acme", map[string]string{"f.txt": "f\n"}, "A change, before the CI")
+	require.NoError(t, err)
+	pr, err := sim.OpenPR(repo, ghsim.PRInput{Title: "Feature", Head: "feature", Author: "acme"})
+	require.NoError(t, err)
+	_, err = sim.PushCommit(repo, "main", "acme", map[string]string{"FLAKY-2": "x\n"}, "A flaky change merged before the CI")
+	require.NoError(t, err)
 	const took = time.Second
 	ci := &simci.CI{Sim: sim, Repo: repo, Context: "test", Duration: took, Every: time.Millisecond, Actions: true,
-		Flaky: func(files, parent []string) bool {
-			return slices.Contains(files, "FLAKY-1") && !slices.Contains(parent, "FLAKY-1")
+		Flaky: func(added []string) bool {
+			return slices.ContainsFunc(added, func(f string) bool { return strings.HasPrefix(f, "FLAKY-") })
 		}}
 	require.NoError(t, ci.Start(t.Context()))
 
@@ -152,8 +160,12 @@ func TestCI_ActionsJobsAndTheirRerunsTakeDuration(t *testing.T) {
 	assert.Equal(t, []string{"in_progress"}, history(flaky), "the job runs before it ends")
 	require.Eventually(t, func() bool { return len(ci.Runs()) == 1 }, 10*time.Second, time.Millisecond)
 	assert.Equal(t, []string{"in_progress", "completed failure"}, history(flaky), "a flaky commit fails its first attempt")
-	on, err := sim.PushCommit(repo, "queue/2", "acme", map[string]string{"b.txt": "b\n"}, "On top")
+	on, err := sim.PushCommit(repo, "queue/1", "acme", map[string]string{"b.txt": "b\n"}, "On top")
 	require.NoError(t, err)
+	api(t, srv, "PUT", fmt.Sprintf("/repos/acme/widgets/pulls/%d/update-branch", pr.Number), 202, nil)
+	branches, err := sim.Branches(repo)
+	require.NoError(t, err)
+	updated := branches["feature"]
 
 	hist, err := sim.CheckRunHistory(repo, flaky, "test")
 	require.NoError(t, err)
@@ -170,7 +182,7 @@ func TestCI_ActionsJobsAndTheirRerunsTakeDuration(t *testing.T) {
 	assert.Equal(t, "completed success", history(flaky)[3], "the re-run passes")
 	assert.GreaterOrEqual(t, time.Since(asked), took, "the re-run took Duration")
 
-	require.Eventually(t, func() bool { return len(ci.Runs()) == 3 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(ci.Runs()) == 4 }, 10*time.Second, time.Millisecond)
 	byAttempt := map[string]simci.Run{}
 	for _, r := range ci.Runs() {
 		byAttempt[fmt.Sprintf("%s/%d", r.SHA, r.Attempt)] = r
@@ -181,8 +193,9 @@ func TestCI_ActionsJobsAndTheirRerunsTakeDuration(t *testing.T) {
 	assert.Equal(t, "queue/1", rerun.Branch)
 	assert.Equal(t, byAttempt[flaky+"/1"].Tree, rerun.Tree)
 	assert.GreaterOrEqual(t, rerun.Finished.Sub(rerun.Started), took)
-	assert.Equal(t, simci.Success, byAttempt[on+"/1"].State, "a commit whose parent holds the flaky file passes")
+	assert.Equal(t, simci.Success, byAttempt[on+"/1"].State, "a commit whose parent has the flaky file passes")
 	assert.Equal(t, []string{"in_progress", "completed success"}, history(on))
+	assert.Equal(t, simci.Success, byAttempt[updated+"/1"].State, "a merge adds no file both its parents lack: the updated head is not flaky")
 	none, err := sim.StatusHistory(repo, flaky, "")
 	require.NoError(t, err)
 	assert.Empty(t, none, "no commit status with Actions")

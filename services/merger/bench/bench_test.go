@@ -193,13 +193,13 @@ func TestFlakySet(t *testing.T) {
 	assert.Equal(t, b.Uint64(), a.Uint64(), "nothing drawn")
 }
 
-// TestFlakyCommit: a commit is flaky when it brings a FLAKY- file in over
-// its first parent.
+// TestFlakyCommit: a commit is flaky when it adds a FLAKY- file.
 func TestFlakyCommit(t *testing.T) {
 	t.Parallel()
-	assert.True(t, flakyCommit([]string{"FLAKY-3", "a"}, []string{"a"}), "the candidate that brings it in")
-	assert.False(t, flakyCommit([]string{"FLAKY-3", "b"}, []string{"FLAKY-3"}), "a candidate on top of it, an updated head")
-	assert.False(t, flakyCommit([]string{"a", "BROKEN-2"}, nil))
+	assert.True(t, flakyCommit([]string{"FLAKY-3", "changes/3.txt"}), "the candidate that adds it")
+	assert.False(t, flakyCommit([]string{"changes/4.txt"}), "a candidate on top of it")
+	assert.False(t, flakyCommit(nil), "an updated head: a merge adds nothing both its parents lack")
+	assert.False(t, flakyCommit([]string{"BROKEN-2"}))
 }
 
 // TestETAError: |estimate − actual| of a merged PR queued with a known

@@ -24,11 +24,12 @@
 //
 // With -flaky, the -flaky share of the other PRs each add a FLAKY-<n> file,
 // and the CI reports ci/test as GitHub Actions does, as the check run of a
-// job that can be re-run: the first attempt of a commit that brings a
-// FLAKY-<n> file in over its first parent (the PR's own candidate, built on
-// the one before it) fails, and a re-run of the failed job, which the
-// merger asks of the simulator's REST API, passes -ci later. The table
-// counts the PRs whose candidate was re-run and those of them merged.
+// job that can be re-run: the first attempt of a commit that adds a
+// FLAKY-<n> file (that none of its parents has: the PR's own candidate,
+// a squash on the one before it) fails, and a re-run of the failed job,
+// which the merger asks of the simulator's REST API, passes -ci later.
+// The table counts the PRs whose candidate was re-run and those of them
+// merged.
 //
 // Time is compressed: every modelled duration (CI time, the approval
 // window, the merger's poll interval and checks timeout) is divided by

@@ -151,9 +151,9 @@ func printTable(out io.Writer, o options, rs []result) {
 		return
 	}
 	fmt.Fprintf(out, "The simulated CI reports a GitHub Actions job, %s, which the merger re-runs once when a candidate fails (PRLOOP_QUEUE_RETRY_FAILED);\n"+
-		"a re-run takes T again. A flaky PR fails the first attempt of the commit that brings its change in over its first parent,\n"+
-		"its speculative candidate, and passes the re-run; a broken PR's candidate is re-run too, and fails again. Serial tests\n"+
-		"updated heads, which have the change from the PR's head already: no flaky failure there, and serial re-runs nothing.\n", checkContext)
+		"a re-run takes T again. A flaky PR fails the first attempt of the commit that adds its FLAKY-<n> file, its speculative\n"+
+		"candidate, and passes the re-run; a broken PR's candidate is re-run too, and fails again. Serial tests updated heads,\n"+
+		"merges that add no file: no flaky failure there (serial re-runs nothing; a flaky head would leave the queue).\n", checkContext)
 }
 
 // verdicts says which of the run's correctness checks hold.

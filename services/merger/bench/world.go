@@ -36,8 +36,7 @@ const (
 	// whose tree holds one.
 	brokenPrefix = "BROKEN-"
 	// flakyPrefix names the file a flaky PR adds; CI fails the first
-	// attempt of a commit that brings one in over its first parent
-	// (flakyCommit).
+	// attempt of a commit that adds one (flakyCommit).
 	flakyPrefix = "FLAKY-"
 )
 
@@ -100,15 +99,14 @@ func flakySet(n int, f float64, broken map[int]bool, rng *rand.Rand) map[int]boo
 	return out
 }
 
-// flakyCommit reports whether a commit with files brings a flaky PR's
-// file in over its first parent (with parent's files): a queue candidate
-// built on the one before it, whose first CI attempt fails. A commit
-// whose first parent holds the file already (the next candidate, an
-// updated PR head) is not flaky, nor is any commit after the PR merged.
-func flakyCommit(files, parent []string) bool {
-	return slices.ContainsFunc(files, func(f string) bool {
-		return strings.HasPrefix(f, flakyPrefix) && !slices.Contains(parent, f)
-	})
+// flakyCommit reports whether a commit adds a flaky PR's file (added:
+// the files none of its parents has): the PR's queue candidate, a squash
+// on the candidate before it, whose first CI attempt fails. The next
+// candidate has the file from its parent already, and an updated PR head
+// (a merge of the base into the head) from one parent or the other: not
+// flaky.
+func flakyCommit(added []string) bool {
+	return slices.ContainsFunc(added, func(f string) bool { return strings.HasPrefix(f, flakyPrefix) })
 }
 
 // newWorld builds a contender's world under dir: the repository with main
