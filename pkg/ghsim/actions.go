@@ -24,6 +24,12 @@ import (
 // jobs (POST /actions/runs/{id}/rerun-failed-jobs) makes a new attempt of
 // each failed job: a new job and check run, with the next conclusion of
 // its JobInput.Reruns.
+//
+// A run RunWorkflow records is over when it is recorded. A run
+// StartWorkflow starts is run by a runner outside the simulator, as on
+// GitHub: each attempt of a job, the first and each re-run's, is in
+// progress (its check run too) until the runner reports its conclusion
+// (FinishJob); the runner finds a re-run's new attempt with WorkflowJobs.
 
 // Annotation is a check run annotation (GET /check-runs/{id}/annotations).
 type Annotation struct {
@@ -86,18 +92,25 @@ type ghaRun struct {
 	name    string
 	attempt int
 	jobs    []*ghaJob // the latest attempt of each job
+	// runner says a runner outside the simulator ends each attempt of
+	// its jobs (StartWorkflow, FinishJob).
+	runner bool
 }
 
 type ghaJob struct {
 	id       int64
 	run      *ghaRun
 	in       JobInput
-	attempt  int // of the job: 1 first, 2 after one re-run
-	concl    string
+	attempt  int    // of the job: 1 first, 2 after one re-run
+	concl    string // "" while in progress
 	started  time.Time
-	finished time.Time
-	secret   string // the log URL's signature
+	finished time.Time // zero while in progress
+	secret   string    // the log URL's signature
+	cr       *checkRun // the attempt's check run
 }
+
+// done says whether the job's attempt completed.
+func (j *ghaJob) done() bool { return !j.finished.IsZero() }
 
 // seedHash is a value only the simulator can compute: the signature of
 // a log URL.
@@ -128,10 +141,42 @@ func (s *Sim) RunWorkflow(repo ghref.Repo, sha, name string, jobs ...JobInput) (
 	if !ok {
 		return 0, nil, fmt.Errorf("run workflow %s on %s@%s: no such commit", name, repo, sha)
 	}
+	return s.workflow(rp, &ghaRun{repo: repo, sha: full, branch: branch, name: name, attempt: 1}, jobs)
+}
+
+// StartWorkflow starts a workflow run named name on sha (a commit of
+// repo, or a branch) with one job of each of jobs' names, each a check run
+// of its own, and returns the run's id and the jobs' ids. Each attempt of
+// a job, the first and every re-run's, stays in progress until FinishJob
+// reports its conclusion, as a runner does on GitHub.
+func (s *Sim) StartWorkflow(repo ghref.Repo, sha, name string, jobs ...string) (int64, []int64, error) {
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return 0, nil, err
+	}
+	rp.mu.Lock()
+	full, ok := rp.resolveRef(sha)
+	branch := ""
+	if full != sha {
+		branch = sha
+	}
+	rp.mu.Unlock()
+	if !ok {
+		return 0, nil, fmt.Errorf("start workflow %s on %s@%s: no such commit", name, repo, sha)
+	}
+	in := make([]JobInput, len(jobs))
+	for i, n := range jobs {
+		in[i] = JobInput{Name: n}
+	}
+	return s.workflow(rp, &ghaRun{repo: repo, sha: full, branch: branch, name: name, attempt: 1, runner: true}, in)
+}
+
+// workflow records run with the first attempt of each of jobs.
+func (s *Sim) workflow(rp *repo, run *ghaRun, jobs []JobInput) (int64, []int64, error) {
 	a := s.act()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	run := &ghaRun{id: s.newID(), repo: repo, sha: full, branch: branch, name: name, attempt: 1}
+	run.id = s.newID()
 	a.runs[run.id] = run
 	var ids []int64
 	for _, in := range jobs {
@@ -143,22 +188,97 @@ func (s *Sim) RunWorkflow(repo ghref.Repo, sha, name string, jobs ...JobInput) (
 	return run.id, ids, nil
 }
 
-// startJob makes an attempt of a job and its check run, completed. a.mu
-// must be held.
+// startJob makes an attempt of a job and its check run: completed with
+// concl, or in progress when a runner ends the run's jobs. a.mu must be
+// held.
 func (s *Sim) startJob(rp *repo, run *ghaRun, in JobInput, attempt int, concl string) *ghaJob {
 	now := s.Now()
-	j := &ghaJob{id: s.newID(), run: run, in: in, attempt: attempt, concl: concl, started: now, finished: now,
+	j := &ghaJob{id: s.newID(), run: run, in: in, attempt: attempt, started: now,
 		secret: strconv.FormatUint(s.seedHash(strconv.FormatInt(run.id, 10)+in.Name+strconv.Itoa(attempt)), 36)}
-	cr := &checkRun{id: j.id, suiteID: run.id, name: in.Name, sha: run.sha, status: "completed", conclusion: concl,
-		title: in.Title, summary: in.Summary, text: in.Text, annotations: slices.Clone(in.Annotations), started: now, completed: now}
-	if concl == "success" {
-		cr.title, cr.summary, cr.text, cr.annotations = "", "", "", nil
+	j.cr = &checkRun{id: j.id, suiteID: run.id, name: in.Name, sha: run.sha, status: "in_progress", started: now}
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	rp.checks[run.sha] = append(rp.checks[run.sha], j.cr)
+	if run.runner {
+		rp.checkLog[run.sha] = append(rp.checkLog[run.sha], *j.cr)
+		return j
+	}
+	j.complete(rp, concl, now)
+	return j
+}
+
+// complete ends the job's attempt with concl at now, and its check run
+// with the job's output (none for a success). a.mu and rp.mu must be held.
+func (j *ghaJob) complete(rp *repo, concl string, now time.Time) {
+	j.concl, j.finished = concl, now
+	cr := j.cr
+	cr.status, cr.conclusion, cr.completed = "completed", concl, now
+	if concl != "success" {
+		cr.title, cr.summary, cr.text, cr.annotations = j.in.Title, j.in.Summary, j.in.Text, slices.Clone(j.in.Annotations)
+	}
+	rp.checkLog[cr.sha] = append(rp.checkLog[cr.sha], *cr)
+}
+
+// FinishJob reports the conclusion of job's attempt in progress, as the
+// runner of a run StartWorkflow started: the job and its check run
+// complete.
+func (s *Sim) FinishJob(repo ghref.Repo, job int64, conclusion string) error {
+	if !slices.Contains(checkConclusions, conclusion) {
+		return fmt.Errorf("finish job %d of %s: %q is not a conclusion GitHub knows", job, repo, conclusion)
+	}
+	rp, err := s.repoFor(repo)
+	if err != nil {
+		return err
+	}
+	a := s.act()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	j := a.jobs[job]
+	switch {
+	case j == nil || j.run.repo.Key() != repo.Key():
+		return fmt.Errorf("finish job %d of %s: no such job", job, repo)
+	case !j.run.runner:
+		return fmt.Errorf("finish job %d of %s: its run was recorded complete (RunWorkflow)", job, repo)
+	case j.done():
+		return fmt.Errorf("finish job %d of %s: attempt %d already ended %s", job, repo, j.attempt, j.concl)
 	}
 	rp.mu.Lock()
-	rp.checks[run.sha] = append(rp.checks[run.sha], cr)
-	rp.checkLog[run.sha] = append(rp.checkLog[run.sha], *cr)
-	rp.mu.Unlock()
-	return j
+	defer rp.mu.Unlock()
+	j.complete(rp, conclusion, s.Now())
+	return nil
+}
+
+// JobSnapshot is one attempt of a workflow job, for a runner and tests.
+type JobSnapshot struct {
+	// ID is the attempt's job id, which its check run has too.
+	ID   int64
+	Name string
+	// Attempt is 1 for the first, 2 after one re-run, …
+	Attempt int
+	// Status is in_progress or completed; Conclusion is set once
+	// completed.
+	Status, Conclusion string
+}
+
+// WorkflowJobs returns the latest attempt of each job of the workflow
+// run run, in the run's order.
+func (s *Sim) WorkflowJobs(repo ghref.Repo, run int64) ([]JobSnapshot, error) {
+	a := s.act()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.runs[run]
+	if r == nil || r.repo.Key() != repo.Key() {
+		return nil, fmt.Errorf("jobs of workflow run %d of %s: no such run", run, repo)
+	}
+	out := make([]JobSnapshot, 0, len(r.jobs))
+	for _, j := range r.jobs {
+		js := JobSnapshot{ID: j.id, Name: j.in.Name, Attempt: j.attempt, Status: "in_progress"}
+		if j.done() {
+			js.Status, js.Conclusion = "completed", j.concl
+		}
+		out = append(out, js)
+	}
+	return out, nil
 }
 
 // LogRequests returns the requests the log store received, oldest first.
@@ -253,13 +373,20 @@ func (s *Sim) getJob(c *reqCtx) *result {
 	}
 	rp, _ := c.repo()
 	u := rp.apiURL(c.base)
+	status, concl := "in_progress", (*string)(nil)
+	if j.done() {
+		status, concl = "completed", strp(j.concl)
+	}
 	steps := []jStep{}
 	for i, st := range j.in.Steps {
-		concl := st.Conclusion
-		if j.concl == "success" {
-			concl = "success"
+		sc := strp(st.Conclusion)
+		switch {
+		case !j.done():
+			sc = nil
+		case j.concl == "success":
+			sc = strp("success")
 		}
-		steps = append(steps, jStep{Name: st.Name, Status: "completed", Conclusion: strp(concl), Number: i + 1,
+		steps = append(steps, jStep{Name: st.Name, Status: status, Conclusion: sc, Number: i + 1,
 			StartedAt: tsp(j.started), CompletedAt: tsp(j.finished)})
 	}
 	runURL := u + "/actions/runs/" + itoa64(j.run.id)
@@ -267,7 +394,7 @@ func (s *Sim) getJob(c *reqCtx) *result {
 		ID: j.id, RunID: j.run.id, RunURL: runURL, RunAttempt: j.attempt, NodeID: nodeID("08:CheckRun", j.id),
 		HeadSHA: j.run.sha, URL: u + "/actions/jobs/" + itoa64(j.id),
 		HTMLURL: strp(rp.htmlURL(c.base) + "/actions/runs/" + itoa64(j.run.id) + "/job/" + itoa64(j.id)),
-		Status:  "completed", Conclusion: strp(j.concl), CreatedAt: ts(j.started), StartedAt: ts(j.started),
+		Status:  status, Conclusion: concl, CreatedAt: ts(j.started), StartedAt: ts(j.started),
 		CompletedAt: tsp(j.finished), Name: j.in.Name, Steps: steps, CheckRunURL: u + "/check-runs/" + itoa64(j.id),
 		Labels: []string{"ubuntu-latest"}, WorkflowName: strp(j.run.name), HeadBranch: strp(j.run.branch),
 	})
@@ -292,7 +419,9 @@ func (s *Sim) jobLogs(c *reqCtx) *result {
 
 // rerunFailedJobs is POST /repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs:
 // a new attempt of the run, in which each failed job runs again (and the
-// jobs it needs, which the simulator's runs do not have).
+// jobs it needs, which the simulator's runs do not have): completed at
+// once with the next of its JobInput.Reruns, or, in a run a runner ends
+// (StartWorkflow), in progress until FinishJob.
 func (s *Sim) rerunFailedJobs(c *reqCtx) *result {
 	rp, res := c.repo()
 	if res != nil {
@@ -311,7 +440,7 @@ func (s *Sim) rerunFailedJobs(c *reqCtx) *result {
 	}
 	run.attempt++
 	for i, j := range run.jobs {
-		if !failedConclusion(j.concl) {
+		if !j.done() || !failedConclusion(j.concl) {
 			continue
 		}
 		concl := j.in.Conclusion

@@ -138,3 +138,93 @@ func TestContract_Actions(t *testing.T) {
 		assert.Equal(t, 404, r.StatusCode)
 	})
 }
+
+// TestContract_ARunnersJobIsInProgressUntilItEnds: a workflow run a runner
+// runs (StartWorkflow) as GitHub shows it while it runs and after: the
+// job's check run and the job are in_progress with no conclusion until the
+// runner reports one (FinishJob). "Re-run failed jobs from a workflow run"
+// (https://docs.github.com/en/rest/actions/workflow-runs#re-run-failed-jobs-from-a-workflow-run;
+// "Re-running workflows and jobs",
+// https://docs.github.com/en/actions/managing-workflow-runs/re-running-workflows-and-jobs)
+// makes a new attempt of the failed job, with a new job and check run of
+// the same name, which runs again: in progress, the latest of its name,
+// until the runner ends it. Each answer is checked against GitHub's
+// OpenAPI description.
+func TestContract_ARunnersJobIsInProgressUntilItEnds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, ghsim.Options{})
+	info, err := e.sim.PRInfo(e.pr)
+	require.NoError(t, err)
+	const rp = "/repos/octo/socket.io"
+	runID, jobs, err := e.sim.StartWorkflow(e.repo, info.HeadSHA, "CI", "test")
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+
+	// latest is the check run "test" GitHub lists for the head (its
+	// newest, filter=latest), and job the job of its id.
+	latest := func(t *testing.T) (cr, job map[string]any) {
+		t.Helper()
+		r := call(t, e.srv, "GET", rp+"/commits/"+info.HeadSHA+"/check-runs?check_name=test", tokBot, nil)
+		require.Equal(t, 200, r.StatusCode)
+		checkContract(t, "GET", "/repos/{owner}/{repo}/commits/{ref}/check-runs", 200, r.body)
+		runs := r.obj(t)["check_runs"].([]any)
+		require.Len(t, runs, 1, "filter=latest: one per name")
+		cr = runs[0].(map[string]any)
+		r = call(t, e.srv, "GET", fmt.Sprintf("%s/actions/jobs/%v", rp, cr["id"]), tokBot, nil)
+		require.Equal(t, 200, r.StatusCode)
+		checkContract(t, "GET", "/repos/{owner}/{repo}/actions/jobs/{job_id}", 200, r.body)
+		return cr, r.obj(t)
+	}
+
+	cr, job := latest(t)
+	assert.EqualValues(t, jobs[0], cr["id"])
+	for _, m := range []map[string]any{cr, job} {
+		assert.Equal(t, "in_progress", m["status"])
+		assert.Nil(t, m["conclusion"], "no conclusion while it runs")
+		assert.Nil(t, m["completed_at"])
+	}
+	r := call(t, e.srv, "POST", fmt.Sprintf("%s/actions/runs/%d/rerun-failed-jobs", rp, runID), tokBot, map[string]any{})
+	require.Equal(t, 201, r.StatusCode)
+	snap, err := e.sim.WorkflowJobs(e.repo, runID)
+	require.NoError(t, err)
+	assert.Equal(t, []ghsim.JobSnapshot{{ID: jobs[0], Name: "test", Attempt: 1, Status: "in_progress"}}, snap, "a job still running is not re-run")
+
+	require.NoError(t, e.sim.FinishJob(e.repo, jobs[0], "failure"))
+	cr, job = latest(t)
+	assert.Equal(t, "completed", cr["status"])
+	assert.Equal(t, "failure", cr["conclusion"])
+	assert.Equal(t, "failure", job["conclusion"])
+	assert.NotNil(t, job["completed_at"])
+	require.Error(t, e.sim.FinishJob(e.repo, jobs[0], "success"), "an attempt ends once")
+
+	r = call(t, e.srv, "POST", fmt.Sprintf("%s/actions/runs/%d/rerun-failed-jobs", rp, runID), tokBot, map[string]any{})
+	require.Equal(t, 201, r.StatusCode, "body: %s", r.body)
+	checkContract(t, "POST", "/repos/{owner}/{repo}/actions/runs/{run_id}/rerun-failed-jobs", 201, r.body)
+	snap, err = e.sim.WorkflowJobs(e.repo, runID)
+	require.NoError(t, err)
+	require.Len(t, snap, 1)
+	again := snap[0]
+	assert.NotEqual(t, jobs[0], again.ID, "a re-run is a new job")
+	assert.Equal(t, ghsim.JobSnapshot{ID: again.ID, Name: "test", Attempt: 2, Status: "in_progress"}, again)
+	cr, job = latest(t)
+	assert.EqualValues(t, again.ID, cr["id"], "the re-run's check run is the latest of its name")
+	assert.Equal(t, "in_progress", cr["status"], "the re-run runs before it ends")
+	assert.Nil(t, cr["conclusion"])
+	assert.EqualValues(t, 2, job["run_attempt"])
+	assert.Equal(t, "in_progress", job["status"])
+
+	require.NoError(t, e.sim.FinishJob(e.repo, again.ID, "success"))
+	cr, job = latest(t)
+	assert.Equal(t, "success", cr["conclusion"])
+	assert.Equal(t, "success", job["conclusion"])
+	r = call(t, e.srv, "GET", rp+"/commits/"+info.HeadSHA+"/check-runs?check_name=test&filter=all", tokBot, nil)
+	assert.Len(t, r.obj(t)["check_runs"].([]any), 2, "both attempts' check runs stay on the commit")
+	hist, err := e.sim.CheckRunHistory(e.repo, info.HeadSHA, "test")
+	require.NoError(t, err)
+	var states []string
+	for _, h := range hist {
+		states = append(states, h.Status+" "+h.Conclusion)
+	}
+	assert.Equal(t, []string{"in_progress ", "completed failure", "in_progress ", "completed success"}, states)
+	assert.Error(t, e.sim.FinishJob(e.repo, again.ID, "bogus"))
+}

@@ -47,7 +47,10 @@
 //     paginated); a job and its steps; its log through a 302 to a signed
 //     URL on another port (the log store refuses an Authorization header
 //     and records every request, LogRequests); re-running a run's failed
-//     jobs, a new attempt with the next of JobInput.Reruns.
+//     jobs, a new attempt with the next of JobInput.Reruns. A run
+//     StartWorkflow starts is a runner's: each attempt of a job, a re-run's
+//     too, is in progress until FinishJob ends it (WorkflowJobs lists the
+//     latest attempts).
 //   - Branch rules (GET /rules/branches/{branch}, readable by anyone): a
 //     required_status_checks rule per branch with its strict policy, set
 //     with SetRuleset (SetRequiredChecks: not strict); classic branch

@@ -1,6 +1,7 @@
 // Package simci is a simulated CI for the GitHub simulator: it notices
 // the commits pushed to a repository's branches and, a set time later,
-// reports a commit status on each, as a CI system triggered by pushes does.
+// reports a commit status on each, as a CI system triggered by pushes does,
+// or the check run of a GitHub Actions job, which can be re-run.
 // The chaos suite runs it per PR head, the merger's throughput benchmark
 // over every branch (PR heads after update-branch, the merge queue's
 // candidate branches).
@@ -11,12 +12,14 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prloop/prloop/pkg/ctxtime"
 	"github.com/prloop/prloop/pkg/ghref"
 	"github.com/prloop/prloop/pkg/ghsim"
+	"github.com/prloop/prloop/pkg/gitx"
 )
 
 // ReportNew calls report once for each commit heads returns that it has
@@ -46,10 +49,12 @@ const (
 // Run is one CI run: the commit tested, the branch it was found on, its
 // tree, the verdict, when the run started and when it finished, taken
 // just before the verdict was set: nobody saw the verdict earlier.
+// Attempt is 1 for a commit's first run and counts its re-runs after.
 type Run struct {
 	SHA, Branch, Tree string
 	State             string
 	Started, Finished time.Time
+	Attempt           int
 }
 
 // CI tests every new commit of a repository's branches: it sets its
@@ -60,8 +65,23 @@ type Run struct {
 type CI struct {
 	Sim  *ghsim.Sim
 	Repo ghref.Repo
-	// Context is the commit status context it reports, e.g. "ci/test".
+	// Context is the commit status context it reports, e.g. "ci/test",
+	// or with Actions the name of the job and its check run.
 	Context string
+	// Actions, when set, reports a run as GitHub Actions does: a workflow
+	// run "ci" (ghsim's StartWorkflow) of one job, Context, whose check
+	// run is in progress from when the commit is noticed and ends
+	// Duration later. A re-run of the failed job, asked through the
+	// simulator's API as GitHub is asked (POST
+	// /actions/runs/{id}/rerun-failed-jobs), runs Duration again before it
+	// ends as Verdict says. Without it a run is a commit status, which
+	// nothing re-runs.
+	Actions bool
+	// Flaky, when set, picks the commits whose first run fails although
+	// Verdict passes them, by the paths the commit adds (its files that
+	// none of its parents has): a flaky test that fails once. A re-run
+	// (Actions) ends as Verdict says.
+	Flaky func(added []string) bool
 	// Duration is how long a run takes; Every how often the branches are
 	// looked at (default 10 ms).
 	Duration, Every time.Duration
@@ -74,6 +94,7 @@ type CI struct {
 	Verdict func(files []string) string
 
 	mu       sync.Mutex
+	every    time.Duration
 	branch   map[string]string // sha -> a branch it was seen on
 	runs     []Run
 	errs     []error
@@ -93,7 +114,7 @@ func (c *CI) Start(ctx context.Context) error {
 		every = 10 * time.Millisecond
 	}
 	c.mu.Lock()
-	c.branch = map[string]string{}
+	c.branch, c.every = map[string]string{}, every
 	c.mu.Unlock()
 	skip := map[string]bool{}
 	for _, sha := range existing {
@@ -123,13 +144,20 @@ func (c *CI) Start(ctx context.Context) error {
 			}
 			return heads
 		}, func(sha string) error {
-			if err := c.Sim.SetStatus(c.Repo, sha, c.Context, "pending"); err != nil {
+			var run, job int64 // the workflow run and its job, with Actions
+			if c.Actions {
+				id, jobs, err := c.Sim.StartWorkflow(c.Repo, sha, "ci", c.Context)
+				if err != nil {
+					return err
+				}
+				run, job = id, jobs[0]
+			} else if err := c.Sim.SetStatus(c.Repo, sha, c.Context, "pending"); err != nil {
 				return err
 			}
 			c.inflight.Add(1)
 			go func() {
 				defer c.inflight.Done()
-				c.test(ctx, sha)
+				c.test(ctx, sha, run, job)
 			}()
 			return nil
 		})
@@ -138,9 +166,10 @@ func (c *CI) Start(ctx context.Context) error {
 }
 
 // test is one run on sha: it judges the commit's files and reports after
-// Duration.
-func (c *CI) test(ctx context.Context, sha string) {
-	r := Run{SHA: sha, Started: time.Now(), State: Success}
+// Duration, as the commit status Context or, with Actions, as the end of
+// job of workflow run run, whose re-runs it then runs (reruns).
+func (c *CI) test(ctx context.Context, sha string, run, job int64) {
+	r := Run{SHA: sha, Started: time.Now(), State: Success, Attempt: 1}
 	c.mu.Lock()
 	r.Branch = c.branch[sha]
 	c.mu.Unlock()
@@ -150,17 +179,98 @@ func (c *CI) test(ctx context.Context, sha string) {
 		return
 	}
 	r.Tree = tree
+	verdict := Success
 	if c.Verdict != nil {
-		r.State = c.Verdict(files)
+		verdict = c.Verdict(files)
+	}
+	r.State = verdict
+	if c.Flaky != nil && verdict == Success {
+		added, err := c.added(ctx, sha, files)
+		if err != nil {
+			c.fail(err)
+			return
+		}
+		if c.Flaky(added) {
+			r.State = Failure
+		}
 	}
 	if ctxtime.Sleep(ctx, c.Duration) != nil {
 		return
 	}
 	r.Finished = time.Now()
-	if err := c.Sim.SetStatus(c.Repo, sha, c.Context, r.State); err != nil {
+	if c.Actions {
+		err = c.Sim.FinishJob(c.Repo, job, r.State)
+	} else {
+		err = c.Sim.SetStatus(c.Repo, sha, c.Context, r.State)
+	}
+	if err != nil {
 		c.fail(err)
 		return
 	}
+	c.record(r)
+	if c.Actions && r.State != Success {
+		c.reruns(ctx, r, run, verdict)
+	}
+}
+
+// added are the paths of files that commit sha has and none of its
+// parents has.
+func (c *CI) added(ctx context.Context, sha string, files []string) ([]string, error) {
+	out, err := (&gitx.Runner{}).Run(ctx, gitx.Cmd{GitDir: c.Sim.GitDir(c.Repo), Args: []string{"rev-list", "--parents", "-n", "1", sha}})
+	if err != nil {
+		return nil, fmt.Errorf("parents of %s: %w", sha, err)
+	}
+	added := slices.Clone(files)
+	for _, p := range strings.Fields(out)[1:] {
+		_, had, err := c.Sim.Tree(c.Repo, p)
+		if err != nil {
+			return nil, err
+		}
+		added = slices.DeleteFunc(added, func(f string) bool { return slices.Contains(had, f) })
+	}
+	return added, nil
+}
+
+// reruns runs each re-run of the failed job of workflow run run, whose
+// last attempt was last, until one passes or ctx is done: it looks for
+// the job's next attempt every Every, and Duration after it noticed it
+// reports verdict as its conclusion.
+func (c *CI) reruns(ctx context.Context, last Run, run int64, verdict string) {
+	c.mu.Lock()
+	every := c.every
+	c.mu.Unlock()
+	for last.State != Success {
+		var next ghsim.JobSnapshot
+		for next.Attempt <= last.Attempt {
+			if ctxtime.Sleep(ctx, every) != nil {
+				return
+			}
+			jobs, err := c.Sim.WorkflowJobs(c.Repo, run)
+			if err != nil {
+				c.fail(err)
+				return
+			}
+			if i := slices.IndexFunc(jobs, func(j ghsim.JobSnapshot) bool { return j.Name == c.Context }); i >= 0 {
+				next = jobs[i]
+			}
+		}
+		r := last
+		r.Attempt, r.State, r.Started = next.Attempt, verdict, time.Now()
+		if ctxtime.Sleep(ctx, c.Duration) != nil {
+			return
+		}
+		r.Finished = time.Now()
+		if err := c.Sim.FinishJob(c.Repo, next.ID, r.State); err != nil {
+			c.fail(err)
+			return
+		}
+		c.record(r)
+		last = r
+	}
+}
+
+// record keeps a run that reported.
+func (c *CI) record(r Run) {
 	c.mu.Lock()
 	c.runs = append(c.runs, r)
 	c.mu.Unlock()
@@ -175,7 +285,8 @@ func (c *CI) fail(err error) {
 // Wait waits, after Start's context is done, until no run is in flight.
 func (c *CI) Wait() { c.inflight.Wait() }
 
-// Runs returns the runs that reported so far, in the order they did.
+// Runs returns the runs that reported so far, in the order they did: a
+// re-run is a run of its own (Attempt).
 func (c *CI) Runs() []Run {
 	c.mu.Lock()
 	defer c.mu.Unlock()

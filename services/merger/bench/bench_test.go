@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,19 @@ func tiny() options {
 	}
 }
 
+// runOne runs the benchmark with o, of one contender, and returns its
+// result, which must be complete.
+func runOne(t *testing.T, o options) result {
+	t.Helper()
+	require.NoError(t, o.validate())
+	rs, err := run(t.Context(), o, t.TempDir(), bin, io.Discard)
+	require.NoError(t, err)
+	require.Len(t, rs, 1)
+	require.Empty(t, rs[0].unavailable)
+	require.Empty(t, rs[0].incomplete)
+	return rs[0]
+}
+
 // TestBench_SerialTiny runs the benchmark end to end with the real merger
 // in serial mode, so that it cannot rot silently: every good PR merges
 // after one CI run on its updated head, the broken one is removed as
@@ -56,13 +70,7 @@ func tiny() options {
 func TestBench_SerialTiny(t *testing.T) {
 	t.Parallel()
 	o := tiny()
-	require.NoError(t, o.validate())
-	rs, err := run(t.Context(), o, t.TempDir(), bin, io.Discard)
-	require.NoError(t, err)
-	require.Len(t, rs, 1)
-	r := rs[0]
-	require.Empty(t, r.unavailable)
-	require.Empty(t, r.incomplete)
+	r := runOne(t, o)
 	assert.Equal(t, []int{r.broken[0]}, r.broken, "a quarter of 4 PRs is one")
 	assert.Equal(t, 3, r.merged)
 	assert.Equal(t, r.broken, r.failedChecks, "exactly the broken PR is removed as failing")
@@ -94,13 +102,7 @@ func TestBench_SpeculativeTiny(t *testing.T) {
 	t.Parallel()
 	o := tiny()
 	o.modes = []string{"speculative"}
-	require.NoError(t, o.validate())
-	rs, err := run(t.Context(), o, t.TempDir(), bin, io.Discard)
-	require.NoError(t, err)
-	require.Len(t, rs, 1)
-	r := rs[0]
-	require.Empty(t, r.unavailable)
-	require.Empty(t, r.incomplete)
+	r := runOne(t, o)
 	assert.Equal(t, 3, r.merged)
 	assert.Equal(t, r.broken, r.failedChecks, "exactly the broken PR is removed as failing")
 	assert.Empty(t, r.brokenMerged)
@@ -109,6 +111,95 @@ func TestBench_SpeculativeTiny(t *testing.T) {
 	assert.Zero(t, r.foreign)
 	assert.Positive(t, r.candidateRuns)
 	assert.Len(t, r.etaErrors, 3, "after the warm-up every merged PR was queued with a known ETA")
+}
+
+// TestBench_SpeculativeFlakyCandidateIsRerunAndMerges runs the benchmark
+// end to end with the real merger in speculative mode and one flaky PR of
+// four: the CI reports a GitHub Actions job, the flaky PR's candidate fails
+// its first attempt, the merger re-runs the failed job through the
+// simulator's REST API, the re-run passes a CI time later, and the PR
+// merges on it: counted as re-run and flaky, every PR merged, and every
+// merge a tree whose latest attempt CI passed before the merge.
+func TestBench_SpeculativeFlakyCandidateIsRerunAndMerges(t *testing.T) {
+	t.Parallel()
+	o := tiny()
+	o.modes, o.fail, o.flaky = []string{"speculative"}, 0, 0.25
+	r := runOne(t, o)
+	require.Len(t, r.flakyPRs, 1, "a quarter of 4 PRs is one")
+	assert.Empty(t, r.broken)
+	assert.Equal(t, 4, r.merged, "the flaky PR merges too")
+	assert.Empty(t, r.failedChecks, "nothing is removed as failing")
+	assert.Empty(t, r.others)
+	assert.Equal(t, 1, r.reruns, "the flaky PR's candidate is re-run once")
+	assert.Equal(t, 1, r.flaky, "and merges after the re-run")
+	assert.Zero(t, r.untested, "every merge lands a tree CI passed")
+	assert.Zero(t, r.early, "the flaky PR merges only after its re-run passed")
+	assert.Zero(t, r.foreign)
+	assert.Empty(t, r.notes)
+}
+
+// TestPassedTrees: a commit's latest attempt is its verdict; a tree
+// passed when the first commit of it whose latest attempt passed
+// reported.
+func TestPassedTrees(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	run := func(sha, tree string, attempt int, state string, finished int) simci.Run {
+		return simci.Run{SHA: sha, Tree: tree, Attempt: attempt, State: state, Finished: at(finished)}
+	}
+	tests := []struct {
+		name string
+		runs []simci.Run
+		want map[string]time.Time
+	}{
+		{name: "passed at once", runs: []simci.Run{run("c1", "t1", 1, simci.Success, 3)}, want: map[string]time.Time{"t1": at(3)}},
+		{name: "failed", runs: []simci.Run{run("c1", "t1", 1, simci.Failure, 3)}, want: map[string]time.Time{}},
+		{name: "flaky: failed, then passed on the re-run", runs: []simci.Run{
+			run("c1", "t1", 1, simci.Failure, 3), run("c1", "t1", 2, simci.Success, 7),
+		}, want: map[string]time.Time{"t1": at(7)}},
+		{name: "the re-run failed too", runs: []simci.Run{
+			run("c1", "t1", 2, simci.Failure, 7), run("c1", "t1", 1, simci.Failure, 3),
+		}, want: map[string]time.Time{}},
+		{name: "a passed attempt before a later failed one does not count", runs: []simci.Run{
+			run("c1", "t1", 1, simci.Success, 3), run("c1", "t1", 2, simci.Failure, 7),
+		}, want: map[string]time.Time{}},
+		{name: "two commits of one tree: the first pass", runs: []simci.Run{
+			run("c2", "t1", 1, simci.Success, 9), run("c1", "t1", 1, simci.Failure, 3), run("c1", "t1", 2, simci.Success, 5),
+		}, want: map[string]time.Time{"t1": at(5)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, passedTrees(tt.runs))
+		})
+	}
+}
+
+// TestFlakySet: the flaky share of PRs, rounded, none of them broken; a
+// share of 0 draws nothing from the seed's generator.
+func TestFlakySet(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	broken := brokenSet(10, 0.3, rng)
+	flaky := flakySet(10, 0.5, broken, rng)
+	assert.Len(t, flaky, 5)
+	for n := range flaky {
+		assert.False(t, broken[n], "PR %d is broken, not flaky", n)
+		assert.True(t, n >= 1 && n <= 10)
+	}
+	a, b := rand.New(rand.NewPCG(3, 4)), rand.New(rand.NewPCG(3, 4))
+	assert.Empty(t, flakySet(10, 0, nil, a))
+	assert.Equal(t, b.Uint64(), a.Uint64(), "nothing drawn")
+}
+
+// TestFlakyCommit: a commit is flaky when it adds a FLAKY- file.
+func TestFlakyCommit(t *testing.T) {
+	t.Parallel()
+	assert.True(t, flakyCommit([]string{"FLAKY-3", "changes/3.txt"}), "the candidate that adds it")
+	assert.False(t, flakyCommit([]string{"changes/4.txt"}), "a candidate on top of it")
+	assert.False(t, flakyCommit(nil), "an updated head: a merge adds nothing both its parents lack")
+	assert.False(t, flakyCommit([]string{"BROKEN-2"}))
 }
 
 // TestETAError: |estimate − actual| of a merged PR queued with a known

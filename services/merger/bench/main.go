@@ -4,6 +4,7 @@
 //
 //	go run ./services/merger/bench -prs 40 -ci 10m -fail 0
 //	go run ./services/merger/bench -prs 40 -ci 10m -fail 0.1
+//	go run ./services/merger/bench -prs 12 -fail 0 -flaky 0.2
 //
 // Each contender gets a world of its own: the GitHub simulator (real git
 // repositories, the REST API and git over HTTP) with one repository of
@@ -20,6 +21,15 @@
 // makes, the queue's candidate branches prloop/queue/main/<n>): -ci later
 // it sets the required status ci/test, failure when the commit's tree holds
 // a BROKEN-<n> file, which each of the -fail share of PRs adds.
+//
+// With -flaky, the -flaky share of the other PRs each add a FLAKY-<n> file,
+// and the CI reports ci/test as GitHub Actions does, as the check run of a
+// job that can be re-run: the first attempt of a commit that adds a
+// FLAKY-<n> file (that none of its parents has: the PR's own candidate,
+// a squash on the one before it) fails, and a re-run of the failed job,
+// which the merger asks of the simulator's REST API, passes -ci later.
+// The table counts the PRs whose candidate was re-run and those of them
+// merged.
 //
 // Time is compressed: every modelled duration (CI time, the approval
 // window, the merger's poll interval and checks timeout) is divided by
@@ -56,9 +66,11 @@ func (c contender) environ() []string {
 
 // options are the benchmark's flags.
 type options struct {
-	prs      int
-	ci       time.Duration
-	fail     float64
+	prs  int
+	ci   time.Duration
+	fail float64
+	// flaky is the share of PRs whose candidate fails once (-flaky).
+	flaky    float64
 	compress float64
 	seed     uint64
 	depth    int
@@ -104,6 +116,7 @@ func main() {
 	flag.IntVar(&o.prs, "prs", 40, "PRs approved, on one repository and base main")
 	flag.DurationVar(&o.ci, "ci", 10*time.Minute, "CI time T of one run, modelled")
 	flag.Float64Var(&o.fail, "fail", 0, "share f of PRs that break CI (each adds a BROKEN-<n> file)")
+	flag.Float64Var(&o.flaky, "flaky", 0, "share of PRs (besides the broken) whose candidate fails its first CI attempt and passes its re-run (each adds a FLAKY-<n> file); above 0 the CI reports a GitHub Actions job, which can be re-run, instead of a commit status")
 	flag.Float64Var(&o.compress, "compress", 300, "time compression: every modelled duration runs this many times faster")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the broken PRs' choice and of the approval order and moments")
 	flag.IntVar(&o.depth, "depth", 4, "PRLOOP_QUEUE_DEPTH of the speculative contender")
@@ -160,6 +173,8 @@ func (o options) validate() error {
 		return fmt.Errorf("-warmup %d: want 0 or more", o.warmup)
 	case o.fail < 0 || o.fail >= 1:
 		return fmt.Errorf("-fail %g: want a share from 0 up to below 1", o.fail)
+	case o.flaky < 0 || o.fail+o.flaky >= 1:
+		return fmt.Errorf("-flaky %g: want a share from 0 up to below 1 - fail (%g)", o.flaky, 1-o.fail)
 	case o.compress < 1:
 		return fmt.Errorf("-compress %g: want at least 1", o.compress)
 	case o.ci <= 0 || o.poll <= 0 || o.checksTimeout <= 0 || o.limit <= 0:

@@ -31,7 +31,9 @@ type result struct {
 	incomplete string
 	prs        int
 	broken     []int
-	merged     int
+	// flakyPRs are the PRs whose candidate fails its first attempt.
+	flakyPRs []int
+	merged   int
 	// span is from the first approval to the last merge; ciBusy is the
 	// part of it during which at least one CI run was in flight.
 	span, ciBusy time.Duration
@@ -77,8 +79,8 @@ func etaError(o outcome) (time.Duration, bool) {
 // run measures each contender in turn with the merger binary bin, each in
 // a world of its own under root; out receives the progress lines.
 func run(ctx context.Context, o options, root, bin string, out io.Writer) ([]result, error) {
-	fmt.Fprintf(out, "prloop merger throughput: %d PRs on one base, CI %s, failure share %g, compression %gx (CI runs %s, approvals within %s)\n",
-		o.prs, o.ci, o.fail, o.compress, o.real(o.ci).Round(time.Millisecond), o.real(o.approveWithin).Round(time.Millisecond))
+	fmt.Fprintf(out, "prloop merger throughput: %d PRs on one base, CI %s, failure share %g, flaky share %g, compression %gx (CI runs %s, approvals within %s)\n",
+		o.prs, o.ci, o.fail, o.flaky, o.compress, o.real(o.ci).Round(time.Millisecond), o.real(o.approveWithin).Round(time.Millisecond))
 	var results []result
 	for _, c := range o.contenders() {
 		fmt.Fprintf(out, "\n[%s] %s\n", c.name, strings.Join(c.environ(), " "))
@@ -117,7 +119,12 @@ func measure(ctx context.Context, o options, dir, bin string, c contender, out i
 		res.broken = append(res.broken, n)
 	}
 	slices.Sort(res.broken)
-	w, err := newWorld(ctx, o, dir, broken)
+	flaky := flakySet(o.prs, o.flaky, broken, rng)
+	for n := range flaky {
+		res.flakyPRs = append(res.flakyPRs, n)
+	}
+	slices.Sort(res.flakyPRs)
+	w, err := newWorld(ctx, o, dir, broken, flaky)
 	if err != nil {
 		return res, err
 	}
@@ -164,7 +171,7 @@ func measure(ctx context.Context, o options, dir, bin string, c contender, out i
 	} else if err != nil {
 		return res, fmt.Errorf("%w; the merger's log: %s", err, log.last())
 	}
-	fmt.Fprintf(out, "[%s] approving %d PRs (%d broken) …\n", c.name, o.prs, len(broken))
+	fmt.Fprintf(out, "[%s] approving %d PRs (%d broken, %d flaky) …\n", c.name, o.prs, len(broken), len(flaky))
 	approved, err := w.approveAll(ctx, rng)
 	if err != nil {
 		return res, err
@@ -216,8 +223,8 @@ func measure(ctx context.Context, o options, dir, bin string, c contender, out i
 	if err := res.fill(ctx, w, approved, first, warm); err != nil {
 		return res, err
 	}
-	fmt.Fprintf(out, "[%s] %d merged, %d removed as failing, %d CI runs, %d merges of an untested tree, in %s\n",
-		c.name, res.merged, len(res.failedChecks), res.ciRuns, res.untested, res.span.Round(time.Millisecond))
+	fmt.Fprintf(out, "[%s] %d merged, %d removed as failing, %d CI runs, %d candidates re-run (%d flaky), %d merges of an untested tree, in %s\n",
+		c.name, res.merged, len(res.failedChecks), res.ciRuns, res.reruns, res.flaky, res.untested, res.span.Round(time.Millisecond))
 	return res, nil
 }
 
@@ -282,16 +289,19 @@ func (res *result) fill(ctx context.Context, w *world, approved map[int]time.Tim
 	return res.checkSafety(ctx, w, runs)
 }
 
-// checkSafety walks main's first-parent history since the start: after
-// every merge, main's tree must be a tree CI passed (with serial the
-// updated PR head, with speculative a candidate), and is counted as early
-// when that pass came after the merge. The merge time is the simulator's,
-// taken when the merge request arrived; a run counts from just before its
-// status was set, so a merge that raced the status by less than the
-// write's own duration is not counted early.
-func (res *result) checkSafety(ctx context.Context, w *world, runs []simci.Run) error {
-	passed := map[string]time.Time{} // tree -> first passing run's report
+// passedTrees says when CI passed each tree: when the first commit of
+// that tree whose latest attempt passed reported it. A commit's latest
+// attempt is its verdict, as GitHub counts the latest check run of a name:
+// a flaky candidate failed its first attempt and passed on its re-run.
+func passedTrees(runs []simci.Run) map[string]time.Time {
+	latest := map[string]simci.Run{} // commit -> its latest attempt
 	for _, r := range runs {
+		if cur, ok := latest[r.SHA]; !ok || r.Attempt > cur.Attempt {
+			latest[r.SHA] = r
+		}
+	}
+	passed := map[string]time.Time{}
+	for _, r := range latest {
 		if r.State != simci.Success {
 			continue
 		}
@@ -299,6 +309,18 @@ func (res *result) checkSafety(ctx context.Context, w *world, runs []simci.Run) 
 			passed[r.Tree] = r.Finished
 		}
 	}
+	return passed
+}
+
+// checkSafety walks main's first-parent history since the start: after
+// every merge, main's tree must be a tree CI passed (passedTrees: with
+// serial the updated PR head, with speculative a candidate), and is
+// counted as early when that pass came after the merge. The merge time is
+// the simulator's, taken when the merge request arrived; a run counts from
+// just before its status was set, so a merge that raced the status by less
+// than the write's own duration is not counted early.
+func (res *result) checkSafety(ctx context.Context, w *world, runs []simci.Run) error {
+	passed := passedTrees(runs)
 	mergedAt := map[string]time.Time{} // merge commit -> when
 	for _, p := range w.prs {
 		info, err := w.sim.PRInfo(p.pr)

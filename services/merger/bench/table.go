@@ -68,8 +68,8 @@ func printTable(out io.Writer, o options, rs []result) {
 	if o.fail > 0 {
 		target = targetRatioFail
 	}
-	fmt.Fprintf(out, "\nP=%d PRs on one base (after %d warm-up PRs), T=%s, f=%g (%d broken), depth %d, approvals within %s; compressed %gx (CI ran %s), figures in modelled time\n\n",
-		o.prs, o.warmup, o.ci, o.fail, brokenCount(rs), o.depth, o.approveWithin, o.compress, o.real(o.ci).Round(time.Millisecond))
+	fmt.Fprintf(out, "\nP=%d PRs on one base (after %d warm-up PRs), T=%s, f=%g (%d broken), flaky %g (%d), depth %d, approvals within %s; compressed %gx (CI ran %s), figures in modelled time\n\n",
+		o.prs, o.warmup, o.ci, o.fail, brokenCount(rs), o.flaky, flakyCount(rs), o.depth, o.approveWithin, o.compress, o.real(o.ci).Round(time.Millisecond))
 	row := func(cells ...string) {
 		fmt.Fprintf(out, "| %-46s | %13s | %13s | %7s | %-30s |\n", cells[0], cells[1], cells[2], cells[3], cells[4])
 	}
@@ -101,8 +101,13 @@ func printTable(out io.Writer, o options, rs []result) {
 	line("merged PRs queued with a known ETA", "all (after -warmup)", fig(func(f figures) float64 { return float64(f.etaKnown) }), "%.0f")
 	line("ETA error |estimate − actual| p50 (minutes)", "", fig(func(f figures) float64 { return f.etaP50 }), "%.1f")
 	line("ETA error |estimate − actual| p90 (minutes)", "", fig(func(f figures) float64 { return f.etaP90 }), "%.1f")
-	line("candidates re-run once (PRs)", "", func(r result) float64 { return float64(r.reruns) }, "%.0f")
-	line("… flaky: merged after the re-run", "", func(r result) float64 { return float64(r.flaky) }, "%.0f")
+	rerunTarget, flakyTarget := "", ""
+	if o.flaky > 0 {
+		rerunTarget = fmt.Sprintf("speculative: %d flaky + broken", flakyCount(rs))
+		flakyTarget = fmt.Sprintf("speculative: %d (the flaky)", flakyCount(rs))
+	}
+	line("candidates re-run once (PRs)", rerunTarget, func(r result) float64 { return float64(r.reruns) }, "%.0f")
+	line("… flaky: merged after the re-run", flakyTarget, func(r result) float64 { return float64(r.flaky) }, "%.0f")
 	line("PRs merged", fmt.Sprintf("%d (all but the broken)", o.prs-brokenCount(rs)), func(r result) float64 { return float64(r.merged) }, "%.0f")
 	line("PRs removed as failing (checks_failed)", "exactly the broken ones", func(r result) float64 { return float64(len(r.failedChecks)) }, "%.0f")
 	line("merges of an untested tree", "0", func(r result) float64 { return float64(r.untested) }, "%.0f")
@@ -140,8 +145,15 @@ func printTable(out io.Writer, o options, rs []result) {
 	fmt.Fprintf(out, "\nProcessing is not compressed: each real second of GitHub requests, git and NATS counts %gs (%.1f min) of modelled time;\n"+
 		"the second rate row counts the time no CI run was in flight at real speed instead.\n"+
 		"The CI runs counted are the queue's: PR heads after update-branch and candidate branches, never main.\n"+
-		"The ETA error compares the estimate each PR's PRMergeQueued announced with the time from that event to its PRMerged.\n"+
-		"The simulated CI sets commit statuses, which no re-run repeats: no candidate is re-run here (the merger's tests cover flaky candidates).\n", o.compress, o.compress/60)
+		"The ETA error compares the estimate each PR's PRMergeQueued announced with the time from that event to its PRMerged.\n", o.compress, o.compress/60)
+	if o.flaky == 0 {
+		fmt.Fprintf(out, "The simulated CI sets commit statuses, which no re-run repeats: no candidate is re-run here (-flaky makes some).\n")
+		return
+	}
+	fmt.Fprintf(out, "The simulated CI reports a GitHub Actions job, %s, which the merger re-runs once when a candidate fails (PRLOOP_QUEUE_RETRY_FAILED);\n"+
+		"a re-run takes T again. A flaky PR fails the first attempt of the commit that adds its FLAKY-<n> file, its speculative\n"+
+		"candidate, and passes the re-run; a broken PR's candidate is re-run too, and fails again. Serial tests updated heads,\n"+
+		"merges that add no file: no flaky failure there (serial re-runs nothing; a flaky head would leave the queue).\n", checkContext)
 }
 
 // verdicts says which of the run's correctness checks hold.
@@ -162,6 +174,9 @@ func (r result) verdicts() []string {
 	for reason, prs := range r.others {
 		v = append(v, fmt.Sprintf("left the queue with %s: %v", reason, prs))
 	}
+	if len(r.flakyPRs) > 0 {
+		v = append(v, fmt.Sprintf("flaky %v: %d PRs' candidates re-run, %d of them merged", r.flakyPRs, r.reruns, r.flaky))
+	}
 	if r.candidateRuns > 0 || r.candidateEvents > 0 {
 		v = append(v, fmt.Sprintf("%d of %d CI runs on candidates, %d PRMergeCandidate events", r.candidateRuns, r.ciRuns, r.candidateEvents))
 	}
@@ -178,6 +193,13 @@ func okIf(b bool) string {
 func brokenCount(rs []result) int {
 	for _, r := range rs {
 		return len(r.broken)
+	}
+	return 0
+}
+
+func flakyCount(rs []result) int {
+	for _, r := range rs {
+		return len(r.flakyPRs)
 	}
 	return 0
 }

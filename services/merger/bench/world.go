@@ -35,6 +35,9 @@ const (
 	// brokenPrefix names the file a broken PR adds; CI fails any commit
 	// whose tree holds one.
 	brokenPrefix = "BROKEN-"
+	// flakyPrefix names the file a flaky PR adds; CI fails the first
+	// attempt of a commit that adds one (flakyCommit).
+	flakyPrefix = "FLAKY-"
 )
 
 // world is one contender's simulator, NATS server, PRs and simulated CI.
@@ -62,6 +65,7 @@ type benchPR struct {
 	head    string
 	created time.Time
 	broken  bool
+	flaky   bool
 }
 
 // brokenSet picks which of n PRs are broken: the share f of them,
@@ -75,11 +79,41 @@ func brokenSet(n int, f float64, rng *rand.Rand) map[int]bool {
 	return out
 }
 
+// flakySet picks which of n PRs are flaky: the share f of them, rounded,
+// at random among those not broken. It draws nothing from rng for f = 0,
+// so that the other choices of a seed stay as they were.
+func flakySet(n int, f float64, broken map[int]bool, rng *rand.Rand) map[int]bool {
+	out := map[int]bool{}
+	k := int(math.Round(f * float64(n)))
+	if k == 0 {
+		return out
+	}
+	for _, i := range rng.Perm(n) {
+		if len(out) == k {
+			break
+		}
+		if !broken[i+1] {
+			out[i+1] = true
+		}
+	}
+	return out
+}
+
+// flakyCommit reports whether a commit adds a flaky PR's file (added:
+// the files none of its parents has): the PR's queue candidate, a squash
+// on the candidate before it, whose first CI attempt fails. The next
+// candidate has the file from its parent already, and an updated PR head
+// (a merge of the base into the head) from one parent or the other: not
+// flaky.
+func flakyCommit(added []string) bool {
+	return slices.ContainsFunc(added, func(f string) bool { return strings.HasPrefix(f, flakyPrefix) })
+}
+
 // newWorld builds a contender's world under dir: the repository with main
 // required to pass ci/test, the PRs, a commit on main after them (so that
 // every PR is behind its base, as in a busy repository, and the queue
 // must test what it merges rather than a head CI saw on its own), and NATS.
-func newWorld(ctx context.Context, o options, dir string, broken map[int]bool) (*world, error) {
+func newWorld(ctx context.Context, o options, dir string, broken, flaky map[int]bool) (*world, error) {
 	w := &world{o: o}
 	srv := httptest.NewUnstartedServer(nil)
 	sim, err := ghsim.New(ghsim.Options{
@@ -114,6 +148,9 @@ func newWorld(ctx context.Context, o options, dir string, broken map[int]bool) (
 		if broken[n] {
 			files[fmt.Sprintf("%s%d", brokenPrefix, n)] = "this change breaks the build\n"
 		}
+		if flaky[n] {
+			files[fmt.Sprintf("%s%d", flakyPrefix, n)] = "this change's test is flaky\n"
+		}
 		head, err := sim.PushCommit(w.repo, branch, author, files, fmt.Sprintf("Change %d", n))
 		if err == nil {
 			var pr ghref.PR
@@ -121,7 +158,7 @@ func newWorld(ctx context.Context, o options, dir string, broken map[int]bool) (
 			if err == nil {
 				var info ghsim.PRSnapshot
 				info, err = sim.PRInfo(pr)
-				p := benchPR{pr: pr, head: head, created: info.CreatedAt, broken: broken[n]}
+				p := benchPR{pr: pr, head: head, created: info.CreatedAt, broken: broken[n], flaky: flaky[n]}
 				if n <= o.prs {
 					w.prs = append(w.prs, p)
 				} else {
@@ -158,7 +195,8 @@ func newWorld(ctx context.Context, o options, dir string, broken map[int]bool) (
 // startCI starts the simulated CI on every branch but main: the PRs'
 // heads as opened are not tested (they are behind main, and the queue
 // never merges them as they are), main's own post-merge runs are not the
-// queue's cost and would make the safety check vacuous.
+// queue's cost and would make the safety check vacuous. With flaky PRs it
+// reports a GitHub Actions job, whose re-run the merger can ask for.
 func (w *world) startCI(ctx context.Context) error {
 	w.ci = &simci.CI{Sim: w.sim, Repo: w.repo, Context: checkContext, Duration: w.o.real(w.o.ci), Every: 5 * time.Millisecond,
 		Skip: func(branch string) bool { return branch == base },
@@ -168,6 +206,9 @@ func (w *world) startCI(ctx context.Context) error {
 			}
 			return simci.Success
 		}}
+	if w.o.flaky > 0 {
+		w.ci.Actions, w.ci.Flaky = true, flakyCommit
+	}
 	return w.ci.Start(ctx)
 }
 
