@@ -187,6 +187,10 @@ type cmdMergeUpTo struct {
 	Candidates []Candidate
 	Judged     []ChecksInput
 	BuiltOn    string
+	// Flaky are the candidates (by commit) whose re-run passed in this
+	// pass and whose mark no stored batch holds: counted as flaky when
+	// they merge, since the batch stored next no longer holds them.
+	Flaky []string
 }
 
 func (cmdFinish) batchCommand()    {}
@@ -317,6 +321,7 @@ func stepBatchDecided(o batchObservation, entries []Entry, n, kept int, d batchD
 		}
 		return batchTransition{Commands: append(headUpdates(o, entries, -1), cmdMergeUpTo{
 			Candidates: o.Chain[:d.Merge], Judged: d.Judged[:d.Merge], BuiltOn: o.BaseSHA,
+			Flaky: unstoredFlaky(o.Batch.Candidates, o.Chain[:d.Merge]),
 		}), More: true, Why: fmt.Sprintf("merging the first %d PRs on their green candidates", d.Merge)}
 	}
 	chain, fresh := o.Chain, o.Fresh

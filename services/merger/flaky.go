@@ -214,9 +214,28 @@ func (sp *speculation) rerun(ctx context.Context, a askRerun, o *batchObservatio
 	return nil
 }
 
+// unstoredFlaky returns the commits of the candidates of chain marked
+// Passed (markFlaky) whose mark the stored candidates do not hold: a
+// candidate that merges in the pass its re-run passed is never stored
+// with the mark, so it is counted as flaky when it merges instead
+// (mergeUpTo). It is pure.
+func unstoredFlaky(stored, chain []Candidate) []string {
+	var out []string
+	for _, c := range chain {
+		if c.Rerun == nil || !c.Rerun.Passed {
+			continue
+		}
+		if slices.ContainsFunc(stored, func(o Candidate) bool { return o.SHA == c.SHA && o.Rerun != nil && o.Rerun.Passed }) {
+			continue
+		}
+		out = append(out, c.SHA)
+	}
+	return out
+}
+
 // countFlaky counts the candidates of next marked Passed (markFlaky) that
 // were not in old: each flaky pass once, as the batch holding it is
-// stored.
+// stored (or, for one that merges first, as it merges: unstoredFlaky).
 func (sp *speculation) countFlaky(old, next Batch) {
 	for _, c := range next.Candidates {
 		if c.Rerun == nil || !c.Rerun.Passed {

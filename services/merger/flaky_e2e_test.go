@@ -80,6 +80,66 @@ func TestSpeculative_AFlakyCandidateIsRerunAndMerges(t *testing.T) {
 	e.waitQueueEmpty()
 }
 
+// TestSpeculative_AFlakyCandidateMergingAtOnceIsCounted: a lone flaky PR's
+// re-run passes and it merges in the pass that saw it pass: its mark is
+// stored before the merge, and it is counted once, not again as it merges.
+func TestSpeculative_AFlakyCandidateMergingAtOnceIsCounted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("FLAKY.txt")
+	e.candidateWorkflows(0, flakyOn("FLAKY.txt", "success"))
+	e.start(config(speculative, retryFailed), "replica-1")
+	e.approve(prs[0], heads[0], "1")
+
+	e.rec.Wait(t, prs[0], events.TypeMerged, waitFor)
+	assert.Equal(t, 1, e.sim.Reruns())
+	require.Eventually(t, func() bool { return e.metric("prloop_merge_candidate_reruns_total", "result", "flaky") == 1 }, waitFor, 10*time.Millisecond,
+		"the flaky pass counted")
+	e.waitQueueEmpty()
+	assert.Equal(t, 1.0, e.metric("prloop_merge_candidate_reruns_total", "result", "flaky"), "once")
+}
+
+// TestSpeculative_EveryFlakyCandidateIsCountedOnce: of four PRs tested
+// two at a time, the first and the third fail once and pass on their
+// re-runs: each is counted as flaky once, whether its mark was stored
+// before it merged or it merged in the pass that saw its re-run pass,
+// with the PRs behind it stacked on it (a chain built before the mark).
+func TestSpeculative_EveryFlakyCandidateIsCountedOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	prs, heads := e.openPRs("FLAKY-1.txt", "b.txt", "FLAKY-3.txt", "d.txt")
+	e.candidateWorkflows(0, func(_ *events.MergeCandidate, files []string) ghsim.JobInput {
+		// The candidates that add a flaky file fail once: FLAKY-1's
+		// (without b), and FLAKY-3's (both flaky files, without d).
+		n := 0
+		for _, f := range files {
+			if strings.HasPrefix(f, "FLAKY-") {
+				n++
+			}
+		}
+		if n > 0 && !slices.Contains(files, "b.txt") || n == 2 && !slices.Contains(files, "d.txt") {
+			return ghsim.JobInput{Name: "test", Conclusion: "failure", Title: "1 test failed", Reruns: []string{"success"}}
+		}
+		return ghsim.JobInput{Name: "test", Conclusion: "success"}
+	})
+	e.start(config(speculative, retryFailed, func(c *merger.Config) { c.QueueDepth = 2 }), "replica-1")
+	for i, pr := range prs {
+		e.approve(pr, heads[i], "1")
+	}
+	for _, pr := range prs {
+		e.rec.Wait(t, pr, events.TypeMerged, waitFor)
+	}
+	e.waitQueueEmpty()
+	rerun := 0
+	for _, pr := range prs {
+		rerun += len(e.candidates(pr, events.CandidateRerun))
+	}
+	require.Equal(t, 2, rerun, "the two flaky candidates were re-run")
+	require.Eventually(t, func() bool { return e.metric("prloop_merge_candidate_reruns_total", "result", "flaky") >= 2 }, waitFor, 10*time.Millisecond,
+		"each flaky pass counted: %v", e.metric("prloop_merge_candidate_reruns_total", "result", "flaky"))
+	assert.Equal(t, 2.0, e.metric("prloop_merge_candidate_reruns_total", "result", "flaky"), "each once")
+}
+
 // TestSpeculative_AnUnansweredRerunRequestIsMadeAgain: GitHub answers the
 // first request to re-run b's failed jobs with a 502 (a POST is never
 // retried by the client: it may have acted). The next pass asks again, the

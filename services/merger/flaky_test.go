@@ -95,3 +95,29 @@ func TestFlakyPassed_ARerunCandidateGreenIsCountedOnce(t *testing.T) {
 	G, P := Checks{State: ChecksGreen}, Checks{State: ChecksPending}
 	assert.Equal(t, []int{1}, flakyPassed(chain, []Checks{G, G, G, G, P, G}, 5))
 }
+
+// TestUnstoredFlaky_CountedAsItMergesWhenNoBatchHeldTheMark: a candidate
+// marked flaky in this pass whose mark the stored batch lacks is counted
+// as it merges; one whose mark is stored was counted then.
+func TestUnstoredFlaky_CountedAsItMergesWhenNoBatchHeldTheMark(t *testing.T) {
+	t.Parallel()
+	passed := &Rerun{Failed: []int64{1}, Passed: true}
+	asked := &Rerun{Failed: []int64{1}}
+	tests := []struct {
+		name          string
+		stored, chain []Candidate
+		want          []string
+	}{
+		{name: "marked in this pass, stored unmarked", stored: []Candidate{{SHA: "c1", Rerun: asked}}, chain: []Candidate{{SHA: "c1", Rerun: passed}}, want: []string{"c1"}},
+		{name: "marked in this pass, never stored (a stacked chain was)", stored: []Candidate{{SHA: "c9"}}, chain: []Candidate{{SHA: "c1", Rerun: passed}}, want: []string{"c1"}},
+		{name: "the mark is stored: counted then", stored: []Candidate{{SHA: "c1", Rerun: passed}}, chain: []Candidate{{SHA: "c1", Rerun: passed}}},
+		{name: "re-run, not passed", stored: []Candidate{{SHA: "c1", Rerun: asked}}, chain: []Candidate{{SHA: "c1", Rerun: asked}}},
+		{name: "never re-run", chain: []Candidate{{SHA: "c1"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, unstoredFlaky(tt.stored, tt.chain))
+		})
+	}
+}

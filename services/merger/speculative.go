@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/gitx"
 	"github.com/prloop/prloop/pkg/kvlease"
+	"github.com/prloop/prloop/pkg/metrics"
 )
 
 // The speculative queue (PRLOOP_QUEUE_MODE=speculative).
@@ -255,6 +257,10 @@ func (sp *speculation) answer(ctx context.Context, ask batchAsk, o *batchObserva
 			return err
 		}
 		sp.countFlaky(o.Batch, a.Batch)
+		// The observation holds the batch as stored from now on: what a
+		// later phase of the pass compares with it (unstoredFlaky) is the
+		// record, not what the pass began with.
+		o.Batch, o.Batch.Outbox = a.Batch, nil
 		o.Stored = true
 	case askRerun:
 		if err := sp.rerun(ctx, a, o, ps); err != nil {
@@ -301,7 +307,7 @@ func (sp *speculation) carryOut(ctx context.Context, t batchTransition, o batchO
 				return t.More, unlessReplaced(err)
 			}
 		case cmdMergeUpTo:
-			return true, sp.mergeUpTo(ctx, ps.entries[:len(c.Candidates)], c.Candidates, c.Judged, c.BuiltOn)
+			return true, sp.mergeUpTo(ctx, ps.entries[:len(c.Candidates)], c)
 		}
 	}
 	if t.Wait {
@@ -668,8 +674,9 @@ func (sp *speculation) commit(ctx context.Context, c Candidate, prev string, ahe
 	return sha, nil
 }
 
-// mergeUpTo merges the entries whose own candidates are green, in order;
-// judged holds what each candidate's checks were judged on. Each merge is
+// mergeUpTo merges the entries whose own candidates are green, in order
+// (m: the candidates, what each one's checks were judged on, the tip they
+// were built on, and those to count as flaky as they merge). Each merge is
 // observe → land → store → execute: GitHub re-read (the PR, its approval,
 // the base tip), the core's land decides with mayLand (the PR still open
 // on the tested head with its approval standing for this base, the base
@@ -678,18 +685,18 @@ func (sp *speculation) commit(ctx context.Context, c Candidate, prev string, ahe
 // judged by the core as the serial queue's is (afterCommand: main's tree
 // must be the candidate's). Otherwise it stops, and the next pass lets the
 // PR leave or rebuilds.
-func (sp *speculation) mergeUpTo(ctx context.Context, entries []stored, chain []Candidate, judged []ChecksInput, baseSHA string) error {
+func (sp *speculation) mergeUpTo(ctx context.Context, entries []stored, m cmdMergeUpTo) error {
 	s := sp.s
 	pol := s.cfg.policy()
-	expect := baseSHA
+	expect := m.BuiltOn
 	for i, st := range entries {
-		c := chain[i]
+		c := m.Candidates[i]
 		log := sp.log.With("pr", st.PR.String())
 		p, o, err := sp.observeLanding(ctx, st, expect, log)
 		if err != nil {
 			return s.retryLater(ctx, &st, err, log)
 		}
-		t := land(st.Entry, o, c, judged[i], expect, pol)
+		t := land(st.Entry, o, c, m.Judged[i], expect, pol)
 		if len(t.Commands) == 0 {
 			log.Info("not merging now", "why", t.Why)
 			return s.applyThenWait(ctx, &st, p, t, log)
@@ -702,6 +709,10 @@ func (sp *speculation) mergeUpTo(ctx context.Context, entries []stored, chain []
 			return ctx.Err()
 		}
 		t = Step(st.Entry, Observation{Now: s.d.Now(), Outcome: out}, pol)
+		if out.Kind == merged && slices.Contains(m.Flaky, c.SHA) {
+			s.d.Metrics.CandidateRerun(metrics.RerunFlaky)
+			log.Info("a re-run candidate passed: flaky", "candidate", short(c.SHA))
+		}
 		if out.Kind == merged && out.MergedTree != c.Tree {
 			log.Error("merged tree differs from the tested candidate", "merge_sha", out.MergeSHA, "tree", out.MergedTree, "want_tree", c.Tree)
 		}
