@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/prloop/prloop/pkg/benchrun"
 	"github.com/prloop/prloop/pkg/events"
 	"github.com/prloop/prloop/pkg/ghsim/simci"
+	"github.com/prloop/prloop/pkg/github"
 	"github.com/prloop/prloop/pkg/gitx"
 	"github.com/prloop/prloop/services/merger"
 )
@@ -102,6 +105,12 @@ func mergerEnv(o options, w *world, c contender) []string {
 		"PRLOOP_REVIEWERS="+reviewer, "PRLOOP_HTTP_ADDR=", "PRLOOP_LOG_FORMAT=text", "PRLOOP_LOG_LEVEL=warn",
 		"PRLOOP_MERGE_METHOD=squash", "PRLOOP_UPDATE_METHOD=merge", "PRLOOP_REQUIRE_CHECKS=true",
 		"PRLOOP_MERGE_POLL_INTERVAL="+o.real(o.poll).String(), "PRLOOP_CHECKS_TIMEOUT="+o.real(o.checksTimeout).String(),
+		// GitHub's points a minute per endpoint are a modelled minute's:
+		// polling every modelled 10 s is -compress times as many requests
+		// a real minute, which the merger's budget would otherwise hold
+		// back for most of each minute (the serial queue stood 45 s at a
+		// time at -compress 300, with nothing in flight).
+		"PRLOOP_GITHUB_POINTS_PER_MINUTE="+strconv.Itoa(int(math.Ceil(github.EndpointPointsPerMinute*o.compress))),
 	)
 	if o.verbose {
 		env = append(env, "PRLOOP_LOG_LEVEL=debug")
