@@ -127,21 +127,7 @@ func (s *Sim) act() *actions {
 // commit of repo, or a branch) with jobs, each a check run of its own, and
 // returns the run's id and the jobs' ids.
 func (s *Sim) RunWorkflow(repo ghref.Repo, sha, name string, jobs ...JobInput) (int64, []int64, error) {
-	rp, err := s.repoFor(repo)
-	if err != nil {
-		return 0, nil, err
-	}
-	rp.mu.Lock()
-	full, ok := rp.resolveRef(sha)
-	branch := ""
-	if full != sha {
-		branch = sha
-	}
-	rp.mu.Unlock()
-	if !ok {
-		return 0, nil, fmt.Errorf("run workflow %s on %s@%s: no such commit", name, repo, sha)
-	}
-	return s.workflow(rp, &ghaRun{repo: repo, sha: full, branch: branch, name: name, attempt: 1}, jobs)
+	return s.workflow(repo, sha, name, false, jobs)
 }
 
 // StartWorkflow starts a workflow run named name on sha (a commit of
@@ -150,29 +136,31 @@ func (s *Sim) RunWorkflow(repo ghref.Repo, sha, name string, jobs ...JobInput) (
 // a job, the first and every re-run's, stays in progress until FinishJob
 // reports its conclusion, as a runner does on GitHub.
 func (s *Sim) StartWorkflow(repo ghref.Repo, sha, name string, jobs ...string) (int64, []int64, error) {
+	in := make([]JobInput, len(jobs))
+	for i, n := range jobs {
+		in[i] = JobInput{Name: n}
+	}
+	return s.workflow(repo, sha, name, true, in)
+}
+
+// workflow records a run named name on sha (a commit of repo, or a
+// branch) with the first attempt of each of jobs: completed at once, or
+// ended by a runner (FinishJob).
+func (s *Sim) workflow(repo ghref.Repo, sha, name string, runner bool, jobs []JobInput) (int64, []int64, error) {
 	rp, err := s.repoFor(repo)
 	if err != nil {
 		return 0, nil, err
 	}
 	rp.mu.Lock()
 	full, ok := rp.resolveRef(sha)
-	branch := ""
-	if full != sha {
-		branch = sha
-	}
 	rp.mu.Unlock()
 	if !ok {
-		return 0, nil, fmt.Errorf("start workflow %s on %s@%s: no such commit", name, repo, sha)
+		return 0, nil, fmt.Errorf("run workflow %s on %s@%s: no such commit", name, repo, sha)
 	}
-	in := make([]JobInput, len(jobs))
-	for i, n := range jobs {
-		in[i] = JobInput{Name: n}
+	run := &ghaRun{repo: repo, sha: full, name: name, attempt: 1, runner: runner}
+	if full != sha {
+		run.branch = sha
 	}
-	return s.workflow(rp, &ghaRun{repo: repo, sha: full, branch: branch, name: name, attempt: 1, runner: true}, in)
-}
-
-// workflow records run with the first attempt of each of jobs.
-func (s *Sim) workflow(rp *repo, run *ghaRun, jobs []JobInput) (int64, []int64, error) {
 	a := s.act()
 	a.mu.Lock()
 	defer a.mu.Unlock()
